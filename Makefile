@@ -1,0 +1,57 @@
+# mathrl: every target installs what it needs first (setup), so `make train` / `make test`
+# work on a fresh clone. Pass a config with CONFIG=configs/x.yaml and any number of dotted
+# overrides as plain make variables: `make train train.steps=20 rollout.group_size=4`.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+CONFIG ?= configs/cpu_tiny.yaml
+# Every command-line variable with a dot in its name is a config override (train.lr=1e-5).
+OVERRIDES := $(foreach v,$(MAKEOVERRIDES),$(if $(findstring .,$(firstword $(subst =, ,$(v)))),$(v)))
+MATHRL := $(PY) -m pipeline
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
+comma := ,
+PYTEST := $(PY) -m pytest
+
+.PHONY: setup data sft train eval test test-all test-docker test-vllm bench experiment clean help
+
+help:
+	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
+	@echo "make test    - fast test suite"
+	@echo "make data | sft | eval | bench | experiment | test-all | test-docker | test-vllm | clean"
+
+# The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
+# wheel on disk on CPU machines and to the CUDA build from PyPI on GPU machines.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[$(EXTRAS)]'
+	@touch $@
+
+setup: $(VENV)/.installed
+
+data: setup
+	$(MATHRL) data --config $(CONFIG) $(OVERRIDES)
+
+sft: setup data
+	$(MATHRL) sft --config $(CONFIG) $(OVERRIDES)
+
+train: setup data
+	$(MATHRL) run --config $(CONFIG) $(OVERRIDES)
+
+eval: setup data
+	$(MATHRL) eval --config $(CONFIG) $(OVERRIDES)
+
+test: setup
+	$(PYTEST) -q
+
+test-all: setup
+	$(PYTEST) -q -m "not docker and not vllm"
+
+bench: setup
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf runs data/prepared data/models .pytest_cache .hypothesis

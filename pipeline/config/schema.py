@@ -1,0 +1,276 @@
+"""The typed run config: one dataclass per stage; the text under each field is its documentation.
+
+A YAML file in ``configs/`` sets sections by name (``data:``, ``model:``, ``train:`` ...) and
+the command line overrides single keys (``train.lr=1e-5``). Defaults are written here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+TASKS = ("gsm8k", "math", "gsm-synth")
+
+
+@dataclass
+class DataConfig:
+    """Data preparation (`mathrl data`): raw GSM8K / MATH / MATH-500 -> uniform JSONL."""
+
+    source: Literal["local", "hub"] = "local"
+    """Where raw data comes from: `local` reads the files shipped in `raw_dir`; `hub` calls
+    `datasets.load_dataset` with the Hugging Face ids (needs network access to the Hub)."""
+    raw_dir: str = "data/raw"
+    """Folder of the shipped raw files (gzipped JSONL, see data/README.md)."""
+    prepared_dir: str = "data/prepared"
+    """Output folder: `<dataset>/<split>.jsonl` in the uniform schema of DESIGN.md."""
+    datasets: list[str] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
+    """Which datasets to prepare: any of gsm8k, math, math500, gsm-synth."""
+    dedup_math_train: bool = True
+    """Drop MATH train problems whose text also appears in MATH-500 (count is reported)."""
+    synth_train_size: int = 20000
+    """gsm-synth: number of training problems."""
+    synth_test_size: int = 500
+    """gsm-synth: number of test problems (disjoint from train by question text)."""
+    synth_min_steps: int = 1
+    """gsm-synth: fewest arithmetic steps per problem."""
+    synth_max_steps: int = 3
+    """gsm-synth: most arithmetic steps per problem."""
+    synth_max_number: int = 20
+    """gsm-synth: largest number that appears in a problem statement."""
+    synth_ops: list[str] = field(default_factory=lambda: ["+", "-", "*"])
+    """gsm-synth: operations used in the steps (any of + - * /; / only where it divides evenly)."""
+    synth_seed: int = 1234
+    """gsm-synth: generator seed (same seed -> same files)."""
+
+
+@dataclass
+class ModelConfig:
+    """The policy model: a local directory or hub id, optional LoRA, and the tiny-model builder."""
+
+    name_or_path: str = "data/models/tiny-sft"
+    """Model to train or evaluate: a local directory (save_pretrained layout) or a hub id."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype of the trained policy."""
+    lora: bool = False
+    """Train a LoRA adapter (peft) instead of all weights; the reference is the base model."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha (scale = alpha / r)."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    """Module names that get LoRA adapters."""
+    gradient_checkpointing: bool = False
+    """Trade compute for memory in the backward pass."""
+    tiny_dir: str = "data/models/tiny-base"
+    """Where `mathrl build-tiny` writes the untrained tiny model and tokenizer."""
+    tiny_hidden_size: int = 128
+    """Tiny model width (head_dim = hidden / heads must be >= 32 for vLLM's CPU backend)."""
+    tiny_layers: int = 4
+    """Tiny model depth."""
+    tiny_heads: int = 4
+    """Tiny model attention heads."""
+    tiny_kv_heads: int = 2
+    """Tiny model key/value heads (grouped-query attention)."""
+    tiny_intermediate_size: int = 512
+    """Tiny model MLP width."""
+    tiny_tie_embeddings: bool = True
+    """Tie input embeddings and the LM head."""
+    tiny_max_positions: int = 512
+    """Tiny model context length."""
+
+
+@dataclass
+class PromptConfig:
+    """How a problem becomes a prompt (templates live in pipeline/prompts.py)."""
+
+    template: str = "gsm8k"
+    """Prompt template name: `gsm8k` (#### answer), `math` (\\boxed{}), `plain` (question only)."""
+    chat: bool = True
+    """Wrap the prompt with the tokenizer's chat template (if it has one)."""
+    few_shot: int = 0
+    """Number of worked examples put in front of the question (GSM8K 8-shot uses 8)."""
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling completions from the policy."""
+
+    engine: Literal["hf", "vllm"] = "hf"
+    """`hf`: Hugging Face generate (any machine); `vllm`: colocated vLLM engine."""
+    group_size: int = 8
+    """G: completions sampled per question."""
+    max_new_tokens: int = 256
+    """Longest completion in tokens; longer ones are truncated (finish_reason=length)."""
+    temperature: float = 1.0
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold."""
+    top_k: int = 0
+    """Top-k sampling (0 = off)."""
+    batch_size: int = 64
+    """Sequences generated at once by the HF engine."""
+    gpu_memory_utilization: float = 0.3
+    """vLLM: fraction of GPU memory the colocated engine may take."""
+    vllm_max_model_len: int = 2048
+    """vLLM: maximum prompt + completion length."""
+    vllm_enforce_eager: bool = True
+    """vLLM: disable CUDA graphs (faster start, needed on CPU)."""
+    vllm_sleep_mode: bool = False
+    """vLLM (GPU): free the engine's memory during the policy update."""
+    tis_cap: float = 0.0
+    """Truncated importance sampling cap C for vLLM/trainer logprob mismatch (0 = off)."""
+
+
+@dataclass
+class RewardConfig:
+    """Rule-based rewards (package `rewards`), combined as a weighted sum."""
+
+    weights: dict[str, float] = field(default_factory=lambda: {"correct": 1.0, "format": 0.1})
+    """Reward name -> weight; names come from `rewards.REWARDS`."""
+    style: Literal["auto", "gsm8k", "math"] = "auto"
+    """Answer extraction style passed to the checkers."""
+    workers: int = 2
+    """Processes that score completions in parallel."""
+    timeout: float = 5.0
+    """Seconds one equivalence check may take before it counts as wrong."""
+    sandbox_backend: str = "auto"
+    """Sandbox backend for the code reward: auto, docker, bwrap or process."""
+
+
+@dataclass
+class TrainConfig:
+    """GRPO updates (`mathrl train`)."""
+
+    task: str = "gsm-synth"
+    """Training data: a prepared dataset name (gsm8k, math, gsm-synth) or a JSONL path."""
+    steps: int = 100
+    """Optimizer steps."""
+    questions_per_step: int = 16
+    """Questions sampled per step; each gets rollout.group_size completions."""
+    micro_batch_size: int = 16
+    """Completions per forward/backward pass (gradient accumulation over the batch)."""
+    num_iterations: int = 1
+    """mu: policy updates per rollout batch (old log-probs computed once when > 1)."""
+    lr: float = 1e-5
+    """Peak learning rate (AdamW)."""
+    lr_schedule: Literal["constant", "cosine"] = "constant"
+    """Shape after warmup."""
+    warmup_steps: int = 0
+    """Linear warmup steps."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    """AdamW betas."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (0 = off)."""
+    advantage: Literal["outcome", "process"] = "outcome"
+    """Outcome supervision (one advantage per completion) or process (per step, DeepSeekMath 4.1.3)."""
+    adv_scale: Literal["group", "batch", "none"] = "group"
+    """Divide by the group std (GRPO), batch std, or not at all (Dr. GRPO)."""
+    adv_eps: float = 1e-4
+    """Added to the std before dividing."""
+    loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = "grpo"
+    """Loss aggregation over tokens and sequences."""
+    importance_level: Literal["token", "sequence"] = "token"
+    """Token-level ratios (GRPO) or one per sequence (GSPO)."""
+    clip_low: float = 0.2
+    """Lower clip range: ratio >= 1 - clip_low."""
+    clip_high: float = 0.2
+    """Upper clip range: ratio <= 1 + clip_high (DAPO's clip-higher uses 0.28)."""
+    beta: float = 0.04
+    """KL coefficient; 0 skips the reference model entirely."""
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    """KL estimator (k3 = Schulman's unbiased, always >= 0)."""
+    kl_in: Literal["loss", "reward"] = "loss"
+    """Put the KL penalty in the loss (GRPO) or, detached, in the reward (PPO style)."""
+    ref_reset_every: int = 0
+    """Copy the policy into the reference every K steps (iterative GRPO; 0 = never)."""
+    dynamic_sampling: bool = False
+    """Drop groups whose rewards are all equal and resample questions to refill (DAPO)."""
+    max_resample_rounds: int = 3
+    """Dynamic sampling: extra rollout rounds allowed per step."""
+    mask_truncated: bool = False
+    """Exclude completions that hit max_new_tokens from the loss."""
+    save_every: int = 50
+    """Checkpoint every N steps (0 = only at the end)."""
+    keep_checkpoints: int = 2
+    """How many step checkpoints to keep."""
+    resume: str = "auto"
+    """`auto`: continue from the run dir's last checkpoint if there is one; `never`; or a path."""
+    eval_every: int = 0
+    """Evaluate on the task's test split every N steps (0 = off)."""
+    eval_limit: int = 200
+    """Test problems used by the periodic eval."""
+    log_samples: int = 2
+    """Sample completions written to samples.jsonl per step."""
+    warn_zero_std_frac: float = 0.8
+    """Warn when more than this fraction of groups has zero reward variance."""
+
+
+@dataclass
+class SFTConfig:
+    """Supervised warm start (`mathrl sft`) on reference solutions."""
+
+    task: str = "gsm-synth"
+    """Training data: a prepared dataset name or a JSONL path."""
+    init: str = "data/models/tiny-base"
+    """Model to start from (directory or hub id)."""
+    output: str = "data/models/tiny-sft"
+    """Where the fine-tuned model is saved."""
+    steps: int = 600
+    """Optimizer steps."""
+    batch_size: int = 32
+    """Examples per step."""
+    lr: float = 1e-3
+    """Peak learning rate (AdamW, cosine decay)."""
+    warmup_steps: int = 30
+    """Linear warmup steps."""
+    corrupt_frac: float = 0.3
+    """Fraction of training solutions with one arithmetic step made wrong (so RL has room)."""
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation (`mathrl eval`)."""
+
+    dataset: str = "gsm-synth"
+    """gsm8k, math, math500, gsm-synth, or a JSONL path in the prepared schema."""
+    split: str = "test"
+    """Split of a prepared dataset."""
+    limit: int = 0
+    """Evaluate only the first N problems (0 = all)."""
+    n_samples: int = 1
+    """Samples per problem; 1 with temperature 0 is greedy pass@1."""
+    temperature: float = 0.0
+    """Sampling temperature for eval (0 = greedy)."""
+    ks: list[int] = field(default_factory=lambda: [1])
+    """k values for pass@k and maj@k (each <= n_samples)."""
+    max_new_tokens: int = 256
+    """Longest completion in tokens."""
+    output_dir: str = ""
+    """Where results go; empty = `<model dir>/eval/<dataset>` or the run's eval dir."""
+
+
+@dataclass
+class RunConfig:
+    """A whole run: what `mathrl <stage>` reads; saved resolved as `runs/<name>/config.yaml`."""
+
+    name: str = "default"
+    """Run name: outputs go to `<output_dir>/<name>/`."""
+    output_dir: str = "runs"
+    """Parent folder of run directories."""
+    seed: int = 0
+    """Seed for sampling, data order and initialisation."""
+    device: str = "auto"
+    """`auto` (cuda if available, else cpu), `cpu`, or `cuda`."""
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
