@@ -1,0 +1,51 @@
+"""The ``mathrl`` command: one subcommand per stage, each reading the same typed run config.
+
+    mathrl <stage> [--config configs/x.yaml] [key=value ...]
+
+Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), config (print
+every key with its documentation). Each stage is a ``main(cfg)`` function in its module,
+imported only when used so ``mathrl data`` does not pay for torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pipeline.config import ConfigError, RunConfig, describe, load_run_config
+
+STAGES = {
+    "data": ("pipeline.data_prep", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
+    "build-tiny": ("pipeline.models", "build the tiny Qwen2-style model and tokenizer offline"),
+    "sft": ("pipeline.sft", "supervised warm start on reference solutions"),
+    "train": ("pipeline.grpo.trainer", "GRPO training (outcome or process supervision)"),
+    "eval": ("evals.run", "evaluate a model on gsm8k / math / math500 / gsm-synth"),
+    "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mathrl", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="stage", required=True)
+    for name, (_, help_text) in STAGES.items():
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--config", default=None, help="YAML run config (see configs/)")
+        p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.lr=1e-5")
+    sub.add_parser("config", help="list every config key with its type, default and meaning")
+    args = parser.parse_args(argv)
+    if args.stage == "config":
+        print("\n".join(describe(RunConfig)))
+        return 0
+    try:
+        cfg = load_run_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"mathrl: config error: {e}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(STAGES[args.stage][0])
+    result = module.main(cfg)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Prompt templates: a problem dict -> the text the policy sees. Templates are data, not branches.
+
+Each template has an ``instruction`` appended to the question and a ``style`` telling the
+reward which answer format to expect. With ``chat=True`` the user turn goes through the
+tokenizer's chat template; otherwise a plain ``Question: ... Answer:`` frame is used. Few-shot
+examples become earlier turns (chat) or earlier Question/Answer blocks (plain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Template:
+    instruction: str  # appended after the question; may be empty
+    style: str  # answer style the rewards should use: "gsm8k" or "math"
+
+
+TEMPLATES: dict[str, Template] = {
+    "gsm8k": Template("Solve step by step. End with a line of the form '#### <answer>'.", "gsm8k"),
+    "gsm8k_boxed": Template("Solve step by step and put the final answer within \\boxed{}.", "math"),
+    "math": Template("Please reason step by step, and put your final answer within \\boxed{}.", "math"),
+    "plain": Template("", "gsm8k"),
+}
+
+PLAIN_FRAME = "Question: {question}\nAnswer:"
+
+
+def get_template(name: str) -> Template:
+    try:
+        return TEMPLATES[name]
+    except KeyError:
+        raise ValueError(f"unknown prompt template {name!r}; choose one of {', '.join(TEMPLATES)}") from None
+
+
+def user_text(question: str, template: Template) -> str:
+    return f"{question}\n{template.instruction}" if template.instruction else question
+
+
+def build_prompt(question: str, *, template: str = "gsm8k", tokenizer=None, chat: bool = True,
+                 examples: list[tuple[str, str]] = ()) -> str:
+    """The prompt string for ``question``; ``examples`` are (question, solution) few-shot pairs."""
+    tpl = get_template(template)
+    use_chat = chat and tokenizer is not None and getattr(tokenizer, "chat_template", None)
+    if use_chat:
+        messages = []
+        for q, a in examples:
+            messages += [{"role": "user", "content": user_text(q, tpl)}, {"role": "assistant", "content": a}]
+        messages.append({"role": "user", "content": user_text(question, tpl)})
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    shots = "".join(PLAIN_FRAME.format(question=user_text(q, tpl)) + f" {a}\n\n" for q, a in examples)
+    return shots + PLAIN_FRAME.format(question=user_text(question, tpl))
