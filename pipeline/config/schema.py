@@ -266,6 +266,8 @@ class RunConfig:
     """Seed for sampling, data order and initialisation."""
     device: str = "auto"
     """`auto` (cuda if available, else cpu), `cpu`, or `cuda`."""
+    stages: list[str] = field(default_factory=lambda: ["train", "eval"])
+    """What `mathrl run` (`make train`) does, in order: any of build-tiny, sft, train, eval."""
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
