@@ -1,0 +1,231 @@
+"""Data stage (`mathrl data`): GSM8K, MATH, MATH-500 and gsm-synth -> one uniform JSONL schema.
+
+Raw rows come through ``datasets.load_dataset``: from the gzipped JSONL files shipped in
+``data/raw/`` (``data.source=local``, the default, works offline) or from the Hugging Face Hub
+ids (``data.source=hub``). Each row is normalised to
+``{"id", "source", "split", "question", "answer", "solution", "level"?, "subject"?}`` and
+written to ``data/prepared/<dataset>/<split>.jsonl``. Rows whose gold answer cannot be read are
+reported by id, never dropped silently. A manifest of input hashes makes a re-run a no-op
+unless the inputs, the settings or this code changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.config import DataConfig, RunConfig
+from rewards.boxed import last_boxed
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one split of one dataset comes from, locally and on the Hub."""
+
+    local: str  # path under data.raw_dir
+    hub_id: str
+    hub_config: str | None
+    hub_split: str
+
+
+SOURCES: dict[str, dict[str, Source]] = {
+    "gsm8k": {
+        "train": Source("gsm8k/train.jsonl.gz", "openai/gsm8k", "main", "train"),
+        "test": Source("gsm8k/test.jsonl.gz", "openai/gsm8k", "main", "test"),
+    },
+    "math": {
+        "train": Source("math/full/train.jsonl.gz", "DigitalLearningGmbH/MATH-lighteval", "default", "train"),
+        "test": Source("math/full/test.jsonl.gz", "DigitalLearningGmbH/MATH-lighteval", "default", "test"),
+    },
+    "math500": {
+        "test": Source("math/math500/test.jsonl.gz", "HuggingFaceH4/MATH-500", None, "test"),
+    },
+}
+SYNTH = "gsm-synth"
+
+# Two MATH train solutions end in an empty \boxed{} in the original release (multiple-choice
+# problems whose choice text was lost). Both solutions conclude that no such prime exists, so
+# choice (A) 0 is the answer; the stage prints when it applies these.
+GOLD_ERRATA = {"train/number_theory/7115.json": "0", "train/number_theory/7117.json": "0"}
+KNOWN = (*SOURCES, SYNTH)
+
+
+class DataError(RuntimeError):
+    """A missing input or an unusable dataset request."""
+
+
+def gsm8k_gold(answer: str) -> str | None:
+    """Text after the last ``####``, thousands separators removed."""
+    if "####" not in answer:
+        return None
+    gold = answer.rsplit("####", 1)[1].strip().replace(",", "")
+    return gold or None
+
+
+def math_level(level) -> int | None:
+    """``"Level 3"`` or ``3`` -> 3; ``"Level ?"`` -> None."""
+    if isinstance(level, int):
+        return level
+    m = re.search(r"\d+", str(level or ""))
+    return int(m.group()) if m else None
+
+
+def normalise(dataset: str, split: str, index: int, row: dict) -> dict:
+    """One raw row -> the prepared schema (``answer`` may be None: the caller reports it)."""
+    if dataset == "gsm8k":
+        solution = row["answer"]
+        return {"id": f"gsm8k/{split}/{index}", "source": "gsm8k", "split": split,
+                "question": row["question"], "answer": gsm8k_gold(solution), "solution": solution}
+    solution = row["solution"]
+    gold = row.get("answer") or last_boxed(solution)
+    return {"id": row.get("unique_id") or f"{dataset}/{split}/{index}", "source": dataset, "split": split,
+            "question": row["problem"], "answer": gold.strip() if gold else None, "solution": solution,
+            "level": math_level(row.get("level")), "subject": row.get("subject") or row.get("type")}
+
+
+def load_raw(cfg: DataConfig, dataset: str, split: str) -> list[dict]:
+    """Raw rows of one split, through ``datasets.load_dataset`` (local files or the Hub)."""
+    import datasets
+
+    src = SOURCES[dataset][split]
+    if cfg.source == "local":
+        path = Path(cfg.raw_dir) / src.local
+        if not path.is_file():
+            raise DataError(f"missing raw data file {path}: it ships with the repository "
+                            f"(restore it with `git checkout -- {path}`), or use data.source=hub "
+                            f"to download {src.hub_id} from the Hugging Face Hub")
+        ds = datasets.load_dataset("json", data_files=str(path), split="train")
+    else:
+        ds = datasets.load_dataset(src.hub_id, src.hub_config, split=src.hub_split)
+    return list(ds)
+
+
+def _question_key(text: str) -> str:
+    return " ".join(text.split())
+
+
+def prepare_split(cfg: DataConfig, dataset: str, split: str, exclude: set[str] = frozenset()
+                  ) -> tuple[list[dict], list[str], int]:
+    """(records, ids whose gold answer could not be read, questions dropped by dedup)."""
+    records, bad, dropped = [], [], 0
+    for i, row in enumerate(load_raw(cfg, dataset, split)):
+        rec = normalise(dataset, split, i, row)
+        if not rec["answer"] and rec["id"] in GOLD_ERRATA:
+            rec["answer"] = GOLD_ERRATA[rec["id"]]
+            print(f"  {rec['id']}: empty \\boxed{{}} in the source; gold {rec['answer']!r} from GOLD_ERRATA")
+        if _question_key(rec["question"]) in exclude:
+            dropped += 1
+            continue
+        if not rec["answer"]:
+            bad.append(rec["id"])
+            continue
+        records.append(rec)
+    return records, bad, dropped
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def prepared_path(prepared_dir: str, dataset: str, split: str) -> Path:
+    return Path(prepared_dir) / dataset / f"{split}.jsonl"
+
+
+def load_problems(prepared_dir: str, dataset: str, split: str) -> list[dict]:
+    """Prepared records of a dataset name, or of a JSONL path given as ``dataset``."""
+    path = Path(dataset) if dataset.endswith(".jsonl") else prepared_path(prepared_dir, dataset, split)
+    if not path.is_file():
+        raise DataError(f"prepared data not found: {path}; run `make data` (or `mathrl data`) first")
+    return read_jsonl(path)
+
+
+def _fingerprint(cfg: DataConfig, dataset: str) -> str:
+    """Hash of everything the outputs of ``dataset`` depend on."""
+    h = hashlib.sha256()
+    code = [Path(__file__), Path(__file__).parent.parent / "rewards" / "boxed.py"]
+    if dataset == SYNTH:
+        code.append(Path(__file__).parent / "synth.py")
+        h.update(json.dumps({k: v for k, v in asdict(cfg).items() if k.startswith("synth_")}).encode())
+    else:
+        h.update(json.dumps([cfg.source, cfg.dedup_math_train]).encode())
+        if cfg.source == "local":
+            code += [Path(cfg.raw_dir) / s.local for s in SOURCES[dataset].values()]
+            if dataset == "math":
+                code.append(Path(cfg.raw_dir) / SOURCES["math500"]["test"].local)
+    for path in code:
+        h.update(path.read_bytes() if path.is_file() else str(path).encode())
+    return h.hexdigest()
+
+
+def _prepare_dataset(cfg: DataConfig, dataset: str) -> dict[str, int]:
+    """Write every split of one dataset; return {split: count} and print what happened."""
+    counts = {}
+    if dataset == SYNTH:
+        from pipeline import synth
+
+        for split, records in zip(("train", "test"), synth.generate(cfg)):
+            write_jsonl(prepared_path(cfg.prepared_dir, dataset, split), records)
+            counts[split] = len(records)
+        return counts
+    exclude: set[str] = set()
+    if dataset == "math" and cfg.dedup_math_train:
+        exclude = {_question_key(r["problem"]) for r in load_raw(cfg, "math500", "test")}
+    for split in SOURCES[dataset]:
+        records, bad, dropped = prepare_split(cfg, dataset, split, exclude if split == "train" else set())
+        if bad:
+            print(f"  {dataset}/{split}: {len(bad)} records without a readable gold answer, "
+                  f"not written: {', '.join(bad[:20])}{' ...' if len(bad) > 20 else ''}")
+        if dropped:
+            print(f"  {dataset}/{split}: {dropped} questions dropped because they appear in MATH-500")
+        elif exclude and split == "train":
+            print(f"  {dataset}/{split}: dedup against MATH-500 removed 0 questions")
+        write_jsonl(prepared_path(cfg.prepared_dir, dataset, split), records)
+        counts[split] = len(records)
+    return counts
+
+
+def prepare(cfg: DataConfig, force: bool = False) -> dict[str, dict[str, int]]:
+    """Prepare every dataset in ``cfg.datasets``; skip those whose inputs did not change."""
+    unknown = [d for d in cfg.datasets if d not in KNOWN]
+    if unknown:
+        raise DataError(f"unknown dataset(s) {unknown}; choose from {', '.join(KNOWN)}")
+    manifest_path = Path(cfg.prepared_dir) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    summary = {}
+    for dataset in cfg.datasets:
+        fp = _fingerprint(cfg, dataset)
+        entry = manifest.get(dataset, {})
+        outputs_exist = all(prepared_path(cfg.prepared_dir, dataset, s).is_file() for s in entry.get("counts", {}))
+        if not force and entry.get("fingerprint") == fp and outputs_exist and entry.get("counts"):
+            print(f"{dataset}: up to date {entry['counts']}")
+            summary[dataset] = entry["counts"]
+            continue
+        counts = _prepare_dataset(cfg, dataset)
+        print(f"{dataset}: wrote {counts} to {Path(cfg.prepared_dir) / dataset}")
+        manifest[dataset] = {"fingerprint": fp, "counts": counts}
+        manifest_path.parent.mkdir(parents=True, exist_ok=True)
+        manifest_path.write_text(json.dumps(manifest, indent=2))
+        summary[dataset] = counts
+    return summary
+
+
+def main(cfg: RunConfig) -> int:
+    try:
+        prepare(cfg.data)
+    except DataError as e:
+        print(f"mathrl data: {e}")
+        return 1
+    return 0

@@ -1,0 +1,73 @@
+"""The run config: YAML + dotted overrides, strict errors that name the key."""
+
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.config import ConfigError, RunConfig, describe, load_run_config, save_config
+from pipeline.config.loader import field_docs
+from pipeline.config.schema import TrainConfig
+
+
+def test_overrides_are_typed():
+    cfg = load_run_config(None, ["train.lr=3e-4", "rollout.group_size=4", "train.mask_truncated=true",
+                                 "reward.weights={correct: 1, format: 0.5}", "data.synth_ops=+,*"])
+    assert cfg.train.lr == pytest.approx(3e-4) and isinstance(cfg.rollout.group_size, int)
+    assert cfg.train.mask_truncated is True
+    assert cfg.reward.weights == {"correct": 1.0, "format": 0.5}
+    assert cfg.data.synth_ops == ["+", "*"]
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("train.lrr=1", "train.lrr"),
+    ("train.lr=fast", "train.lr"),
+    ("rollout.engine=tgi", "'hf', 'vllm'"),
+    ("train.steps=2.5", "train.steps"),
+    ("nosuchsection.x=1", "nosuchsection"),
+    ("train=3", "train"),
+])
+def test_bad_overrides_name_the_key(override, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_run_config(None, [override])
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_yaml_file_and_roundtrip(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\ntrain:\n  steps: 7\n  beta: 0.0\n")
+    cfg = load_run_config(path, ["train.steps=9"])
+    assert (cfg.name, cfg.train.steps, cfg.train.beta) == ("x", 9, 0.0)
+    save_config(cfg, tmp_path / "out" / "config.yaml")
+    assert load_run_config(tmp_path / "out" / "config.yaml") == cfg
+
+
+def test_yaml_unknown_key(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  stepz: 7\n")
+    with pytest.raises(ConfigError, match="train.stepz"):
+        load_run_config(path)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_run_config(tmp_path / "nope.yaml")
+
+
+def test_every_field_is_documented():
+    undocumented = [line for line in describe(RunConfig) if line.rstrip().endswith("):")]
+    assert undocumented == []
+    assert "KL coefficient" in field_docs(TrainConfig)["beta"]
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+    for path in sorted(Path("configs").glob("*.yaml")):
+        load_run_config(path)
+
+
+def test_cli_reports_bad_key_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "pipeline", "data", "train.lrr=1"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "train.lrr" in out.stderr
