@@ -1,0 +1,161 @@
+"""Group-relative advantages for GRPO: outcome and process supervision (pure tensor math).
+
+Rows are completions; consecutive runs of `group_size` rows answer the same question.
+
+- `outcome_advantages`: one scalar per completion, A_i = (r_i - mean(group)) / (std + eps)
+  (or batch std, or no division: Dr. GRPO).
+- `process_advantages`: DeepSeekMath sec. 4.1.3 process supervision; each step reward is
+  normalised over all step rewards of the group, and token t gets the sum of the normalised
+  rewards of the steps that end at or after t.
+- `reward_with_kl`: the PPO-style alternative to a KL loss term, a detached KL penalty
+  subtracted from the scalar reward before advantages are computed (`train.kl_in="reward"`).
+
+Conventions (both documented in docs/grpo_math.md):
+- std is the unbiased (Bessel-corrected) std, torch's default.
+- A group whose rewards are all equal (std zero) or that has fewer than two values (std
+  undefined) gets advantage exactly 0 on every row/token: no learning signal, and no
+  1e-17 / (1e-17 + eps) noise either.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["outcome_advantages", "process_advantages", "reward_with_kl"]
+
+_SCALES = ("group", "batch", "none")
+
+
+def outcome_advantages(
+    rewards: torch.Tensor, group_size: int, scale: str = "group", eps: float = 1e-4
+) -> torch.Tensor:
+    """Outcome-supervised GRPO advantages, one per completion.
+
+    rewards: [N] with N = groups x group_size, consecutive rows forming a group.
+    scale: "group" divides by the group's std + eps, "batch" by the whole batch's std + eps,
+    "none" (Dr. GRPO) only subtracts the group mean. Returns [N] in the rewards' float dtype.
+    """
+    if scale not in _SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {_SCALES}")
+    rewards = _check_rewards(rewards, group_size)
+    if group_size < 2:  # std undefined in every group
+        return torch.zeros_like(rewards)
+    grouped = rewards.view(-1, group_size)  # [B, G]
+    centred = grouped - grouped.mean(dim=1, keepdim=True)  # [B, G]
+    # All-equal groups: exactly 0 (the float mean of equal values need not equal them).
+    flat = grouped.amax(dim=1, keepdim=True) == grouped.amin(dim=1, keepdim=True)  # [B, 1]
+    if scale == "group":
+        adv = centred / (grouped.std(dim=1, keepdim=True) + eps)
+    elif scale == "batch":
+        adv = centred / (rewards.std() + eps)
+    else:
+        adv = centred
+    return torch.where(flat, torch.zeros_like(adv), adv).reshape(-1)  # [N]
+
+
+def process_advantages(
+    step_rewards: list[list[float]],
+    step_ends: list[list[int]],
+    lengths: list[int],
+    group_size: int,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Process-supervised GRPO advantages (DeepSeekMath sec. 4.1.3), one per token.
+
+    step_rewards[i][j]: reward of step j of completion i; step_ends[i][j]: 0-based index of
+    that step's last completion token (must lie in [0, lengths[i])); lengths[i]: completion
+    length in tokens. All step rewards of a group are normalised together,
+    rbar = (r - mean(R)) / (std(R) + eps) with R the group's step rewards; then
+    A[i, t] = sum_j [step_ends[i][j] >= t] * rbar[i][j] for t < lengths[i], 0 past the end.
+    A group whose step rewards are all equal or number fewer than two gets rbar = 0.
+    Returns [N, T] float tensor (default dtype), T = max(lengths).
+    """
+    n = len(lengths)
+    if not (len(step_rewards) == len(step_ends) == n):
+        raise ValueError("step_rewards, step_ends and lengths must have one entry per completion")
+    if group_size < 1 or n % group_size:
+        raise ValueError(f"{n} completions do not split into groups of {group_size}")
+    rows, ends, values = _flatten_steps(step_rewards, step_ends, lengths)
+    rbar = _normalise_by_group(values, rows // group_size, n // group_size, eps)  # [S]
+    width = max(lengths, default=0)
+    scattered = torch.zeros(n, width + 1, dtype=rbar.dtype)  # [N, T + 1]
+    scattered.index_put_((rows, ends), rbar, accumulate=True)
+    # Reverse cumulative sum: position t collects every step ending at t or later.
+    adv = scattered.flip(1).cumsum(1).flip(1)[:, :width]  # [N, T]
+    valid = torch.arange(width) < torch.tensor(lengths).unsqueeze(1)  # [N, T]
+    return torch.where(valid, adv, torch.zeros_like(adv))
+
+
+def reward_with_kl(
+    rewards: torch.Tensor,
+    logp: torch.Tensor,
+    ref_logp: torch.Tensor,
+    mask: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
+    """KL placed in the reward (PPO style): r_i - beta * sum_t m[i,t] * (logp - ref_logp), detached.
+
+    rewards: [N]; logp, ref_logp, mask: [N, T]. `logp` should be the log-probs of the policy
+    that sampled the completions (pi_old), so the penalty is a constant of the update: this
+    is the placement seed 002 argues is correct when several updates (mu > 1) reuse a batch.
+    The per-token estimator is k1 = logp - ref_logp, whose sum over a sampled sequence is an
+    unbiased estimate of the sequence KL(pi_old || pi_ref). Feed the result to
+    `outcome_advantages`. Returns [N], no gradient.
+    """
+    with torch.no_grad():
+        m = mask.to(torch.bool)
+        k1 = torch.where(m, logp.float() - ref_logp.float(), torch.zeros((), device=logp.device))
+        penalty = beta * k1.sum(dim=1)  # [N]
+        return (rewards.float() - penalty).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+
+
+def _check_rewards(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
+    if group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    if not rewards.is_floating_point():
+        rewards = rewards.float()
+    if not torch.isfinite(rewards).all():
+        raise ValueError("rewards contain NaN or inf; reward functions must return finite floats")
+    return rewards
+
+
+def _flatten_steps(step_rewards, step_ends, lengths):
+    """Flatten ragged steps into (row, end, reward) tensors, validating every index."""
+    rows, ends, values = [], [], []
+    for i, (rs, es, length) in enumerate(zip(step_rewards, step_ends, lengths)):
+        if len(rs) != len(es):
+            raise ValueError(f"completion {i}: {len(rs)} step rewards but {len(es)} step ends")
+        for r, e in zip(rs, es):
+            if not 0 <= e < length:
+                raise ValueError(f"completion {i}: step end {e} outside [0, {length})")
+            if not math.isfinite(r):
+                raise ValueError(f"completion {i}: non-finite step reward {r}")
+            rows.append(i)
+            ends.append(e)
+            values.append(float(r))
+    dtype = torch.get_default_dtype()
+    return (
+        torch.tensor(rows, dtype=torch.long),
+        torch.tensor(ends, dtype=torch.long),
+        torch.tensor(values, dtype=dtype),
+    )
+
+
+def _normalise_by_group(values: torch.Tensor, group: torch.Tensor, num_groups: int, eps: float):
+    """(v - mean) / (unbiased std + eps) within each group; 0 for flat or singleton groups."""
+    if values.numel() == 0:
+        return values
+    count = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, torch.ones_like(values))
+    mean = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, values) / count.clamp(min=1)
+    centred = values - mean[group]  # [S]
+    sq = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, centred * centred)
+    std = (sq / (count - 1).clamp(min=1)).sqrt()  # [B]
+    # Steps arrive grouped in order, so each group's first step sits at its count offset.
+    first = values[(count.cumsum(0) - count).long().clamp(max=values.numel() - 1)]  # [B]
+    differs = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, (values != first[group]).to(values.dtype))
+    flat = (count < 2) | (differs == 0)  # [B]
+    out = centred / (std[group] + eps)
+    return torch.where(flat[group], torch.zeros_like(out), out)
