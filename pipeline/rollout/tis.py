@@ -1,0 +1,57 @@
+"""Truncated importance sampling (TIS) for rollout/trainer log-probability mismatch.
+
+The rollout engine (vLLM) samples from its own numerics (fused kernels, other reduction
+order, maybe another dtype), so its log-probabilities of the sampled tokens differ from the
+trainer's even with identical weights. The completions are samples of the *engine's* policy;
+the GRPO ratio pi_theta / pi_old assumes they came from the trainer's pi_old. Following
+"Your efficient RL framework secretly brings you off-policy RL training" (Yao et al., 2025),
+each token's loss is weighted by the capped ratio
+
+    w_t = min(C, exp(trainer_old_logp_t - engine_logp_t))
+
+which is detached (a constant weight, no gradient). C = ``rollout.tis_cap``; 0 turns it off.
+The mismatch statistics are worth logging every step: a growing mean |delta| means the engine
+and the trainer disagree (a failed weight sync shows up here first).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["tis_weights", "pad_logprobs"]
+
+
+@torch.no_grad()
+def tis_weights(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, mask: torch.Tensor,
+                cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Per-token truncated importance weights and mismatch statistics.
+
+    trainer_logp, engine_logp, mask: [N, T] (mask 1 on completion tokens, 0 on padding).
+    Returns weights [N, T] (0 where masked) and stats over unmasked tokens:
+    ``tis/mean_abs_delta``, ``tis/max_abs_delta`` (|trainer - engine| logp),
+    ``tis/mean_weight`` and ``tis/clipped_frac`` (fraction of tokens where the cap bit).
+    """
+    if cap <= 0:
+        raise ValueError(f"tis cap must be > 0, got {cap}")
+    m = mask.to(trainer_logp.dtype)  # [N, T]
+    delta = (trainer_logp.detach() - engine_logp.to(trainer_logp.dtype)) * m  # [N, T]
+    ratio = torch.exp(delta)  # [N, T]; exp(0) = 1 on padding, masked below
+    weights = torch.clamp(ratio, max=cap) * m  # [N, T]
+    n = m.sum().clamp(min=1.0)
+    abs_delta = delta.abs()
+    stats = {
+        "tis/mean_abs_delta": float(abs_delta.sum() / n),
+        "tis/max_abs_delta": float(abs_delta.max()) if abs_delta.numel() else 0.0,
+        "tis/mean_weight": float(weights.sum() / n),
+        "tis/clipped_frac": float(((ratio > cap).to(m.dtype) * m).sum() / n),
+    }
+    return weights, stats
+
+
+def pad_logprobs(rows: list[list[float]], width: int, fill: float = 0.0) -> torch.Tensor:
+    """Right-pad per-completion engine logprobs (``Sample.logprobs``) into a [N, width] tensor."""
+    out = torch.full((len(rows), width), fill, dtype=torch.float32)
+    for i, row in enumerate(rows):
+        row = row[:width]
+        out[i, :len(row)] = torch.tensor(row, dtype=torch.float32)
+    return out
