@@ -1,0 +1,74 @@
+"""Load the model to evaluate: a hub id, a local model dir, a LoRA adapter dir, or a run dir.
+
+``resolve_model_path`` turns a run directory (``runs/<name>``) into the model it holds: its
+``final/`` folder if there is one, else its newest ``checkpoints/step_N``. A folder with an
+``adapter_config.json`` is a peft LoRA adapter: the base model named in that file is loaded and
+the adapter merged into it (merged weights generate faster and give the same outputs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+MODEL_FILES = ("config.json", "adapter_config.json")
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """A loadable model folder for a run/checkpoint dir; anything else is returned unchanged."""
+    path = Path(name_or_path)
+    if not path.is_dir():
+        if path.exists() or name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1:
+            raise FileNotFoundError(f"model path {name_or_path!r} is not a model directory")
+        return name_or_path  # a hub id such as Qwen/Qwen2.5-0.5B-Instruct
+    if any((path / f).is_file() for f in MODEL_FILES):
+        return str(path)
+    for sub in ("final", "model", "policy"):
+        if (path / sub).is_dir():
+            return resolve_model_path(str(path / sub))
+    steps = sorted(_step_dirs(path / "checkpoints"), key=lambda p: int(p.name.split("_")[-1]))
+    if steps:
+        return resolve_model_path(str(steps[-1]))
+    raise FileNotFoundError(f"{path} holds no model: expected config.json (a model), adapter_config.json "
+                            "(a LoRA adapter), final/ or checkpoints/step_N/ (a run directory)")
+
+
+def _step_dirs(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"step_\d+", p.name)]
+
+
+def pick_device(device: str = "auto") -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _load_full(name_or_path: str, dtype: str, device: str):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=getattr(torch, dtype))
+    return model.to(device)
+
+
+def load_for_eval(name_or_path: str, dtype: str = "float32", device: str = "auto"):
+    """(model in eval mode, tokenizer, resolved path) for any supported model source."""
+    from transformers import AutoTokenizer
+    path = resolve_model_path(name_or_path)
+    device = pick_device(device)
+    adapter_cfg = Path(path) / "adapter_config.json"
+    if adapter_cfg.is_file():
+        from peft import PeftModel
+        base_name = json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
+        base = _load_full(resolve_model_path(base_name), dtype, device)
+        model = PeftModel.from_pretrained(base, path).merge_and_unload()
+        has_tok = (Path(path) / "tokenizer_config.json").is_file()
+        tokenizer = AutoTokenizer.from_pretrained(path if has_tok else resolve_model_path(base_name))
+    else:
+        model = _load_full(path, dtype, device)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    model.eval()
+    return model, tokenizer, path

@@ -1,0 +1,134 @@
+"""`mathrl eval` / `make eval`: evaluate a model on gsm8k, math, math500 or gsm-synth.
+
+    mathrl eval --config configs/cpu_tiny.yaml eval.dataset=math500 eval.limit=50
+
+Reads top to bottom: load the model (hub id, local dir, LoRA adapter dir or run dir), load the
+problems, build prompts with the training template (zero- or few-shot), sample through the
+rollout engine (HF generate, or vLLM when ``rollout.engine=vllm``), grade with ``rewards.check``,
+and write results.jsonl, summary.json, report.md and accuracy.png to the eval dir.
+
+``evaluate(model, tokenizer, problems, ...)`` is the same loop for a model already in memory:
+the trainer's periodic eval (``train.eval_every``) calls it with the live policy.
+
+Deviations from the papers' protocols:
+1. maj@k and pass@k use the first k of the n samples (pass@k with the unbiased estimator over
+   all n); papers differ on this and rarely say.
+2. Few-shot examples are the first k train problems with their reference solutions, not the
+   hand-written chain-of-thought exemplars of Wei et al. 2022.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from evals.data import few_shot_examples, load_eval_problems
+from evals.harness import generate_records, score_records, summarize
+from evals.report import write_outputs
+from pipeline.config import RunConfig
+from pipeline.prompts import build_prompt
+from pipeline.rollout.base import SamplingParams
+
+
+def check_sampling(n_samples: int, temperature: float, ks: list[int]) -> None:
+    """Reject settings whose metrics would be meaningless, naming the config keys."""
+    if n_samples < 1:
+        raise ValueError(f"eval.n_samples must be >= 1 (got {n_samples})")
+    bad = [k for k in ks if not 1 <= k <= n_samples]
+    if bad:
+        raise ValueError(f"eval.ks {bad} must each lie in 1..eval.n_samples={n_samples}")
+    if n_samples > 1 and temperature <= 0:
+        raise ValueError(f"eval.n_samples={n_samples} with eval.temperature=0 gives {n_samples} identical "
+                         "greedy samples; set eval.temperature > 0 or eval.n_samples=1")
+
+
+def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: str = "gsm8k",
+             chat: bool = True, examples: list[tuple[str, str]] = (), n_samples: int = 1,
+             temperature: float = 0.0, top_p: float = 1.0, ks: list[int] = (1,), max_new_tokens: int = 256,
+             style: str = "auto", batch_size: int = 64, seed: int = 0, output_dir: str | Path | None = None,
+             model_name: str = "", dataset: str = "", progress: bool = True) -> dict:
+    """Sample, grade and summarise; write the outputs when ``output_dir`` is given.
+
+    ``engine`` is any RolloutEngine already holding the model (e.g. the trainer's vLLM engine);
+    None builds an HFEngine on ``model``. Returns the summary dict (see ``summarize``; keys
+    accuracy, pass@k, maj@k, extraction_failure_rate, by_subject, by_level, ...).
+    """
+    ks = list(ks)
+    check_sampling(n_samples, temperature, ks)
+    start = time.time()
+    if engine is None:
+        from pipeline.rollout.hf_engine import HFEngine
+        engine = HFEngine(model, tokenizer, batch_size=batch_size)
+    prompts = [build_prompt(p["question"], template=template, tokenizer=tokenizer, chat=chat,
+                            examples=list(examples)) for p in problems]
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    records = generate_records(engine, problems, prompts, n=n_samples, params=params,
+                               batch_size=batch_size, progress=progress)
+    score_records(records, style=style, ks=ks, progress=progress)
+    summary = {"model": model_name, "dataset": dataset, **summarize(records, ks),
+               "n_samples": n_samples, "temperature": temperature, "greedy": n_samples == 1 and temperature <= 0,
+               "ks": ks, "template": template, "chat": chat, "few_shot": len(examples), "style": style,
+               "max_new_tokens": max_new_tokens, "seconds": time.time() - start}
+    if output_dir is not None:
+        write_outputs(output_dir, records, summary)
+    return summary
+
+
+def evaluate_with_config(model, tokenizer, cfg: RunConfig, *, dataset: str | None = None, limit: int | None = None,
+                         engine=None, output_dir: str | Path | None = None, progress: bool = False) -> dict:
+    """``evaluate`` with every setting taken from ``cfg`` (prompt, eval, reward, rollout sections).
+
+    The trainer's periodic eval calls this with ``dataset=cfg.train.task`` and
+    ``limit=cfg.train.eval_limit``; ``mathrl eval`` calls it with the eval section's values.
+    """
+    dataset = dataset or cfg.eval.dataset
+    limit = cfg.eval.limit if limit is None else limit
+    problems = load_eval_problems(dataset, cfg.eval.split, cfg.data.prepared_dir, limit)
+    examples = few_shot_examples(dataset, cfg.prompt.few_shot, cfg.prompt.template, cfg.data.prepared_dir)
+    return evaluate(model, tokenizer, problems, engine=engine, template=cfg.prompt.template, chat=cfg.prompt.chat,
+                    examples=examples, n_samples=cfg.eval.n_samples, temperature=cfg.eval.temperature,
+                    top_p=cfg.rollout.top_p, ks=cfg.eval.ks, max_new_tokens=cfg.eval.max_new_tokens,
+                    style=cfg.reward.style, batch_size=cfg.rollout.batch_size, seed=cfg.seed,
+                    output_dir=output_dir, model_name=cfg.model.name_or_path, dataset=dataset, progress=progress)
+
+
+def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
+    """``eval.output_dir`` if set; else ``<run dir>/eval/<dataset>`` for a model inside a run dir
+    (``_step_N`` appended for a step checkpoint), ``<model dir>/eval/<dataset>`` for another
+    local model, and ``<output_dir>/<name>/eval/<dataset>`` for a hub id."""
+    if cfg.eval.output_dir:
+        return Path(cfg.eval.output_dir)
+    tag = Path(cfg.eval.dataset).stem if cfg.eval.dataset.endswith(".jsonl") else cfg.eval.dataset
+    path = Path(model_path)
+    if not path.is_dir():
+        return Path(cfg.output_dir) / cfg.name / "eval" / tag
+    if path.name == "final" or path.parent.name == "checkpoints":
+        run_dir = path.parent if path.name == "final" else path.parent.parent
+        suffix = "" if path.name == "final" else f"_{path.name}"
+        return run_dir / "eval" / f"{tag}{suffix}"
+    return path / "eval" / tag
+
+
+def make_engine(cfg: RunConfig, model, tokenizer, model_path: str):
+    """The rollout engine named by ``rollout.engine`` (vLLM imported only when asked for)."""
+    if cfg.rollout.engine == "vllm":
+        from pipeline.rollout import vllm_engine  # optional extra; needs vllm installed
+        return vllm_engine.from_config(cfg, model_path, tokenizer)
+    from pipeline.rollout.hf_engine import HFEngine
+    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size)
+
+
+def main(cfg: RunConfig) -> int:
+    from evals.loading import load_for_eval
+    model, tokenizer, path = load_for_eval(cfg.model.name_or_path, cfg.model.dtype, cfg.device)
+    out = default_output_dir(cfg, path)
+    engine = make_engine(cfg, model, tokenizer, path)
+    try:
+        summary = evaluate_with_config(model, tokenizer, cfg, engine=engine, output_dir=out, progress=True)
+    finally:
+        engine.close()
+    ks = "" if summary["greedy"] else "  " + "  ".join(
+        f"pass@{k}={v:.3f} maj@{k}={summary['maj@k'][k]:.3f}" for k, v in summary["pass@k"].items())
+    print(f"eval: {cfg.eval.dataset} ({summary['n_problems']} problems) accuracy={summary['accuracy']:.3f}"
+          f"{ks} no-answer={summary['extraction_failure_rate']:.3f}  -> {out}/report.md")
+    return 0
