@@ -1,1 +1,64 @@
-"""Run untrusted, model-written Python with limits (work in progress: see issue 4)."""
+"""Run untrusted, model-written Python with real isolation, fast.
+
+    from sandbox import run, Sandbox
+    run("print(1+1)").stdout                      # '2\\n'
+    with Sandbox(workers=4) as sb:                # warm pool; .map for batches
+        results = sb.map(codes, timeout_s=2)
+
+Every backend runs the same fork-per-job worker (`worker.py`) inside a different outer wall;
+`auto` picks docker (engine reachable and image built), then bwrap, then - only with
+MATHRL_SANDBOX_ALLOW_PROCESS=1 or `allow_process=True` - the plain process backend.
+
+What IS protected (docker and bwrap): wall-clock timeout (the job and everything it spawned is
+SIGKILLed), memory (RLIMIT_AS; docker adds a cgroup cap), process count (RLIMIT_NPROC on a
+per-slot uid; docker adds pids.max), output size (killed past `max_output_bytes`), the
+filesystem (only /usr and the Python install, read-only, plus a private tmpfs scratch that is
+emptied after every job), the network (own empty network namespace), other jobs and the
+worker (jobs run as an unprivileged uid of their own, no-new-privileges, no inherited fds),
+daemons (after each job every process of the slot uid is killed).
+
+What is NOT protected: kernel exploits (namespaces share the host kernel; no seccomp filter),
+CPU contention between jobs, timing side channels; bwrap has no cgroup memory cap, so a job
+forking to its process limit can use up to nproc x memory_mb of address space. The `process`
+backend only limits resources: the host's files and network stay reachable, so it is not a
+security boundary and its `isolation` label says so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from .backends import BACKENDS, ALLOW_PROCESS_ENV, resolve
+from .pool import Sandbox, default_workers
+from .result import ExecResult, SandboxUnavailable
+
+__all__ = ["run", "Sandbox", "ExecResult", "SandboxUnavailable", "available_backends",
+           "ALLOW_PROCESS_ENV"]
+
+_pools: dict[str, Sandbox] = {}
+_pools_lock = threading.Lock()
+
+
+def run(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512,
+        max_output_bytes: int = 65536, stdin: str = "", backend: str = "auto") -> ExecResult:
+    """Run one program in a shared warm pool for `backend` (started on first use)."""
+    with _pools_lock:
+        pool = _pools.get(backend)
+        if pool is None:
+            pool = _pools[backend] = Sandbox(backend, workers=default_workers())
+    return pool.run(code, timeout_s=timeout_s, memory_mb=memory_mb,
+                    max_output_bytes=max_output_bytes, stdin=stdin)
+
+
+def available_backends() -> dict[str, tuple[bool, str]]:
+    """{name: (usable here, why or why not)} for every backend."""
+    return {name: b.available() for name, b in BACKENDS.items()}
+
+
+@atexit.register
+def _close_pools() -> None:
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.close()
+        _pools.clear()

@@ -1,0 +1,268 @@
+"""The outer walls around the shared worker: docker, bwrap (bubblewrap) and process.
+
+A backend only knows how to start one worker unit for a slot (an argv), how to kill that
+whole unit, and whether it can run here. Everything inside the wall is `worker.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WORKER = str(Path(__file__).with_name("worker.py"))
+IN_WORKER = "/opt/sandbox/worker.py"
+IMAGE = os.environ.get("MATHRL_SANDBOX_IMAGE", "mathrl-sandbox:py3.11")
+LABEL = "mathrl.sandbox"
+ALLOW_PROCESS_ENV = "MATHRL_SANDBOX_ALLOW_PROCESS"
+BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+BASE_PREFIX = sys.base_prefix
+
+
+@dataclass
+class SlotSpec:
+    """What one worker unit needs: its own unprivileged uid and a scratch path."""
+
+    memory_mb: int = 512
+    nproc: int = 64
+    tmp_mb: int = 256
+    uid: int = field(default_factory=lambda: 1_000_000 + secrets.randbelow(1_000_000))
+    name: str = field(default_factory=lambda: "mathrl-sb-" + secrets.token_hex(6))
+    host_dir: str | None = None  # process backend: host scratch dir, removed on close
+
+    def worker_cfg(self, scratch: str, drop: bool) -> str:
+        return json.dumps({"uid": self.uid if drop else None, "gid": self.uid,
+                           "scratch": scratch, "nproc": self.nproc})
+
+
+class Backend:
+    name = ""
+    isolation = ""
+
+    def available(self) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    def argv(self, spec: SlotSpec) -> list[str]:
+        raise NotImplementedError
+
+    def kill(self, spec: SlotSpec, proc: subprocess.Popen) -> None:
+        """Kill the whole unit (worker and every job process), then reap the client."""
+        _kill_group(proc)
+
+    def popen_kwargs(self) -> dict:
+        return {}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class ProcessBackend(Backend):
+    name = "process"
+    isolation = ("NOT a security boundary: rlimits (memory, CPU, file size), new session, clean "
+                 "env, scratch dir" + (", own unprivileged uid (processes limit)"
+                                       if os.geteuid() == 0 else "")
+                 + "; host files and network stay reachable")
+
+    def available(self):
+        return True, "always (weakest; opt in with %s=1 or backend='process')" % ALLOW_PROCESS_ENV
+
+    def argv(self, spec):
+        root = os.geteuid() == 0
+        spec.host_dir = tempfile.mkdtemp(prefix="mathrl-sandbox-")
+        if root:
+            os.chown(spec.host_dir, spec.uid, spec.uid)
+        return [BASE_PYTHON, "-I", WORKER, spec.worker_cfg(spec.host_dir, root)]
+
+    def popen_kwargs(self):
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/nonexistent"}
+        return {"start_new_session": True, "env": env}
+
+    def kill(self, spec, proc):
+        # Jobs run in their own sessions: the worker's kill(-1) as the slot uid ends them,
+        # closing stdin lets it do so; a stuck worker gets SIGKILL and leftovers by uid.
+        _kill_group(proc)
+        if os.geteuid() == 0:
+            _kill_uid(spec.uid)
+
+
+def _kill_uid(uid: int) -> None:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _bind_system(args: list[str]) -> None:
+    for d in ("/usr", "/lib", "/lib64", "/bin", "/lib32"):
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    if not BASE_PREFIX.startswith("/usr/"):
+        args += ["--ro-bind", BASE_PREFIX, BASE_PREFIX]
+
+
+class BwrapBackend(Backend):
+    name = "bwrap"
+    isolation = ("bubblewrap namespaces (pid, net, mount, ipc, uts): no network, read-only "
+                 "/usr + Python only, private tmpfs, own unprivileged uid, rlimits (memory, "
+                 "processes, file size, CPU); no cgroup memory cap")
+
+    def argv(self, spec, command: list[str] | None = None):
+        root = os.geteuid() == 0
+        args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session",
+                "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+                "--setenv", "LANG", "C.UTF-8"]
+        if root:  # worker keeps only what it needs to switch to the slot uid and kill jobs
+            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                     "--cap-add", "CAP_KILL"]
+        else:
+            args += ["--unshare-user", "--disable-userns"]
+        _bind_system(args)
+        args += ["--ro-bind", WORKER, IN_WORKER, "--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(spec.tmp_mb << 20), "--tmpfs", "/tmp",
+                 "--chdir", "/tmp"]
+        return args + (command or [BASE_PYTHON, "-I", IN_WORKER, spec.worker_cfg("/tmp", root)])
+
+    def popen_kwargs(self):
+        return {"start_new_session": True}
+
+    def available(self):
+        return _bwrap_probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_probe() -> tuple[bool, str]:
+    if shutil.which("bwrap") is None:
+        return False, ("bwrap not installed: `apt-get install bubblewrap` (Debian/Ubuntu) or "
+                       "`dnf install bubblewrap`")
+    argv = BwrapBackend().argv(SlotSpec(), [BASE_PYTHON, "-I", "-c", "print(2+2)"])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"bwrap failed to start: {e}"
+    if out.stdout.strip() != "4":
+        return False, f"bwrap cannot create namespaces here: {out.stderr.strip()[:300]}"
+    return True, "bwrap works"
+
+
+class DockerBackend(Backend):
+    name = "docker"
+    isolation = ("docker container: no network, read-only image root, private tmpfs, all caps "
+                 "dropped (worker keeps setuid/kill), no-new-privileges, own unprivileged uid, "
+                 "memory + pids cgroup limits, rlimits")
+
+    def argv(self, spec):
+        mem = spec.memory_mb + 256
+        return ["docker", "run", "-i", "--rm", "--name", spec.name, "--label", f"{LABEL}=1",
+                "--network", "none", "--read-only", "--tmpfs",
+                f"/tmp:rw,exec,size={spec.tmp_mb}m,mode=1777", "--cap-drop", "ALL",
+                "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
+                "--security-opt", "no-new-privileges", "--memory", f"{mem}m",
+                "--memory-swap", f"{mem}m", "--pids-limit", str(spec.nproc * 2 + 16),
+                "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8",
+                "--mount", f"type=bind,src={WORKER},dst={IN_WORKER},readonly",
+                IMAGE, "python3", "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
+
+    def kill(self, spec, proc):
+        # Killing the docker client does not kill the container: remove it through the engine.
+        try:
+            _docker_client().containers.get(spec.name).remove(force=True)
+        except Exception:
+            pass
+        _kill_group(proc)
+
+    def popen_kwargs(self):
+        return {"start_new_session": True}
+
+    def available(self):
+        return _docker_probe()
+
+
+def _docker_client():
+    import docker  # optional: only the docker backend needs the SDK
+
+    return docker.from_env(timeout=10)
+
+
+def _docker_probe() -> tuple[bool, str]:
+    if shutil.which("docker") is None:
+        return False, "docker CLI not installed (`apt-get install docker.io`)"
+    try:
+        client = _docker_client()
+        client.ping()
+    except Exception as e:
+        return False, f"no Docker engine reachable ({type(e).__name__}); see `make test-docker`"
+    try:
+        client.images.get(IMAGE)
+    except Exception:
+        return False, f"engine up but image {IMAGE} missing: run `python -m sandbox build-image`"
+    return True, "engine reachable, image present"
+
+
+def remove_leftover_containers() -> int:
+    """Force-remove every container this package labelled (after a crash)."""
+    try:
+        client = _docker_client()
+        found = client.containers.list(all=True, filters={"label": LABEL})
+    except Exception:
+        return 0
+    for c in found:
+        c.remove(force=True)
+    return len(found)
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (DockerBackend(), BwrapBackend(),
+                                                     ProcessBackend())}
+
+
+def resolve(name: str, allow_process: bool | None = None) -> Backend:
+    """Pick a backend by name; `auto` tries docker, then bwrap, then (opt-in) process."""
+    from .result import SandboxUnavailable
+
+    if name != "auto":
+        if name not in BACKENDS:
+            raise ValueError(f"unknown sandbox backend {name!r}; valid: auto, {', '.join(BACKENDS)}")
+        ok, why = BACKENDS[name].available()
+        if not ok:
+            raise SandboxUnavailable(f"sandbox backend {name!r} unavailable: {why}")
+        return BACKENDS[name]
+    reasons = []
+    for b in (BACKENDS["docker"], BACKENDS["bwrap"]):
+        ok, why = b.available()
+        if ok:
+            return b
+        reasons.append(f"{b.name}: {why}")
+    if allow_process is None:
+        allow_process = os.environ.get(ALLOW_PROCESS_ENV, "") not in ("", "0")
+    if allow_process:
+        return BACKENDS["process"]
+    raise SandboxUnavailable(
+        "no isolating sandbox backend is available (" + "; ".join(reasons) + "). Install "
+        "bubblewrap (`apt-get install bubblewrap`), or accept the unisolated process backend "
+        f"with {ALLOW_PROCESS_ENV}=1 or backend='process'.")

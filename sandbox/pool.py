@@ -1,0 +1,174 @@
+"""Host side: one `Slot` per long-lived worker unit, and the `Sandbox` pool over them.
+
+The host never trusts the worker's clock alone: each request has a host deadline
+(timeout + grace). A worker that misses it, dies or talks garbage gets its whole unit
+killed by the backend and a fresh one on the next job.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Sequence
+
+from .backends import Backend, SlotSpec, resolve
+from .result import ExecResult, SandboxUnavailable
+from .worker import read_frame, write_frame
+
+GRACE_S = 3.0
+START_TIMEOUT_S = 60.0
+
+
+class Slot:
+    """One worker unit behind one backend wall; not thread-safe (the pool serialises)."""
+
+    def __init__(self, backend: Backend, memory_mb: int):
+        self.backend = backend
+        self.memory_mb = memory_mb
+        self.proc: subprocess.Popen | None = None
+        self.spec: SlotSpec | None = None
+        self._errlog = None
+
+    def start(self) -> None:
+        self.spec = SlotSpec(memory_mb=self.memory_mb)
+        self._errlog = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.backend.argv(self.spec), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._errlog, bufsize=0,
+                                     **self.backend.popen_kwargs())
+        hello = self._read(time.monotonic() + START_TIMEOUT_S)
+        if not (isinstance(hello, dict) and hello.get("ready")):
+            detail = self._stderr_tail()
+            self.close()
+            raise SandboxUnavailable(f"{self.backend.name} worker failed to start: {detail}")
+
+    def run(self, req: dict) -> ExecResult:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self.start()
+        t0 = time.monotonic()
+        try:
+            write_frame(self.proc.stdin.fileno(), req)
+            res = self._read(t0 + float(req["timeout_s"]) + GRACE_S)
+        except (BrokenPipeError, ValueError, OSError):
+            res = None
+        if not isinstance(res, dict):
+            timed_out = time.monotonic() - t0 >= float(req["timeout_s"])
+            why = "" if timed_out else " " + self._stderr_tail()
+            self.close()  # kill the whole unit: a job or the worker misbehaved
+            res = {"stdout": "", "stderr": f"sandbox: worker unit killed{why}", "exit_code": -9,
+                   "timed_out": timed_out, "oom": False, "output_truncated": False,
+                   "duration_ms": (time.monotonic() - t0) * 1000.0}
+        res.pop("error", None)
+        return ExecResult(backend=self.backend.name, isolation=self.backend.isolation, **res)
+
+    def _read(self, deadline: float):
+        fd = self.proc.stdout.fileno()
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        # The worker writes a whole frame at once; a stalled half-frame is caught by close().
+        return read_frame(fd)
+
+    def _stderr_tail(self) -> str:
+        if self._errlog is None:
+            return ""
+        self._errlog.seek(0)
+        return self._errlog.read()[-2000:].decode("utf-8", "replace").strip()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.backend.kill(self.spec, self.proc)
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if self.spec is not None and self.spec.host_dir:
+            shutil.rmtree(self.spec.host_dir, ignore_errors=True)
+            self.spec.host_dir = None
+        if self._errlog is not None:
+            self._errlog.close()
+            self._errlog = None
+
+
+class Sandbox:
+    """A pool of warm worker units. Use as a context manager (or call `close()`)."""
+
+    def __init__(self, backend: str = "auto", workers: int = 2, *, memory_mb: int = 512,
+                 allow_process: bool | None = None):
+        self.backend = resolve(backend, allow_process)
+        self.memory_mb = memory_mb
+        self._slots = [Slot(self.backend, memory_mb) for _ in range(max(1, workers))]
+        self._free: queue.Queue[Slot] = queue.Queue()
+        for s in self._slots:
+            self._free.put(s)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._slots[0].start()  # fail fast, here, when the backend cannot start a worker
+
+    @property
+    def workers(self) -> int:
+        return len(self._slots)
+
+    def run(self, code: str, *, timeout_s: float = 5.0, memory_mb: int | None = None,
+            max_output_bytes: int = 65536, stdin: str = "") -> ExecResult:
+        if self._closed:
+            raise RuntimeError("Sandbox is closed")
+        req = {"code": code, "stdin": stdin, "timeout_s": float(timeout_s),
+               "memory_mb": int(memory_mb or self.memory_mb),
+               "max_output_bytes": int(max_output_bytes)}
+        slot = self._free.get()
+        try:
+            return slot.run(req)
+        finally:
+            self._free.put(slot)
+
+    def map(self, codes: Iterable[str], *, stdins: Sequence[str] | None = None,
+            progress: bool | None = None, **kw) -> list[ExecResult]:
+        """Run many programs over all workers; results come back in input order."""
+        codes = list(codes)
+        stdins = list(stdins) if stdins is not None else [""] * len(codes)
+        if len(stdins) != len(codes):
+            raise ValueError("stdins must match codes in length")
+        show = len(codes) >= 200 if progress is None else progress
+        with ThreadPoolExecutor(self.workers) as ex:
+            futs = [ex.submit(self.run, c, stdin=s, **kw) for c, s in zip(codes, stdins)]
+            if show:
+                from tqdm import tqdm
+
+                for _ in tqdm(futs, total=len(futs), desc=f"sandbox[{self.backend.name}]"):
+                    _.result()
+            return [f.result() for f in futs]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for s in self._slots:
+            s.close()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))

@@ -1,0 +1,33 @@
+"""The result record every backend returns, and the error raised when no backend can run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested backend (or every backend `auto` may pick) cannot run on this machine."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    """Process exit status; negative for a signal (-9 after a kill), like `subprocess`."""
+    timed_out: bool
+    oom: bool
+    """The job hit its memory limit (MemoryError, or killed by the container's OOM killer)."""
+    output_truncated: bool
+    """stdout or stderr passed `max_output_bytes`; the job was killed at that point."""
+    duration_ms: float
+    backend: str
+    isolation: str
+    """Short honest label of what the backend enforces."""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not (self.timed_out or self.oom or self.output_truncated)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,345 @@
+"""Fork-per-job worker: the one protocol every sandbox backend runs inside its outer wall.
+
+Started once per pool slot (inside bwrap, inside a container, or as a plain process), it
+imports nothing outside the standard library, answers one framed JSON request at a time on
+its stdin/stdout, and runs each job in a forked child so a job costs a fork, not a Python start.
+
+Per job, the child:
+  - drops to the slot's own unprivileged uid/gid (when the worker is root), in a new session;
+  - gets rlimits: address space (memory_mb), processes (nproc, counted per slot uid), file
+    size, CPU seconds, no core dumps;
+  - runs in a fresh scratch dir with stdin from a file and stdout/stderr into pipes;
+  - sees no inherited descriptors, so it cannot write to the worker's protocol pipe.
+The worker enforces wall time and the output cap itself and SIGKILLs on breach. After every
+job a helper forked with the slot uid calls kill(-1, SIGKILL) - atomic against forks, so it
+also ends fork bombs and double-forked daemons - and empties the scratch root.
+Without root (process backend run by a normal user) the uid drop and kill(-1) are
+impossible; the worker then kills its descendant tree found through /proc (it is a child
+subreaper, so orphans come back to it). That mode is not a security boundary.
+
+Frames: 4-byte big-endian length, then UTF-8 JSON. First frame out is {"ready": true}.
+"""
+
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+
+# Imported here so that forked jobs find them already loaded (a fork copies them for free).
+import builtins, collections, fractions, functools, io, itertools, math, random, re, string  # noqa: E401,F401
+import traceback
+import types
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+_libc = ctypes.CDLL(None, use_errno=True)
+OOM_FLAG = b"M"
+CHUNK = 65536
+
+
+def read_frame(fd):
+    head = _read_exact(fd, 4)
+    if head is None:
+        return None
+    body = _read_exact(fd, struct.unpack(">I", head)[0])
+    return None if body is None else json.loads(body)
+
+
+def write_frame(fd, obj):
+    data = json.dumps(obj).encode()
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+class Worker:
+    def __init__(self, cfg):
+        self.uid = cfg.get("uid")  # job uid; None = cannot switch (not root)
+        self.gid = cfg.get("gid", self.uid)
+        self.scratch = cfg["scratch"]
+        self.nproc = cfg.get("nproc", 64)
+        self.fsize_mb = cfg.get("fsize_mb", 64)
+        self.can_drop = self.uid is not None and os.getuid() == 0
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+    def run_job(self, req):
+        t0 = time.monotonic()
+        stdin_path = os.path.join(self.scratch, ".stdin")
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        st_r, st_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # job child: never returns
+            os.close(out_r), os.close(err_r), os.close(st_r)
+            _child(self, req, out_w, err_w, st_w, stdin_path)
+        for fd in (out_w, err_w, st_w):
+            os.close(fd)
+        res = self._supervise(pid, req, out_r, err_r, st_r, t0)
+        self._cleanup()
+        res["duration_ms"] = (time.monotonic() - t0) * 1000.0
+        return res
+
+    def _supervise(self, pid, req, out_r, err_r, st_r, t0):
+        cap = int(req.get("max_output_bytes", 65536))
+        deadline = t0 + float(req.get("timeout_s", 5.0))
+        bufs = {out_r: bytearray(), err_r: bytearray()}
+        pidfd = os.pidfd_open(pid)
+        open_fds, timed_out, truncated, status = {out_r, err_r}, False, False, None
+        while status is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([*open_fds, pidfd], [], [], left)
+            for fd in ready:
+                if fd == pidfd:
+                    status = os.waitpid(pid, 0)[1]
+                    continue
+                if _drain(fd, bufs[fd], cap, open_fds):
+                    truncated = True
+            if truncated:
+                break
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            status = os.waitpid(pid, 0)[1]
+        self._kill_descendants()  # closes pipes held by leftovers, so draining ends
+        end = time.monotonic() + 1.0
+        while open_fds and time.monotonic() < end:
+            ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
+            for fd in ready:
+                truncated |= _drain(fd, bufs[fd], cap, open_fds)
+        oom = os.read(st_r, 1) == OOM_FLAG
+        for fd in (out_r, err_r, st_r, pidfd):
+            os.close(fd)
+        code = os.waitstatus_to_exitcode(status)
+        return {
+            "stdout": bytes(bufs[out_r][:cap]).decode("utf-8", "replace"),
+            "stderr": bytes(bufs[err_r][:cap]).decode("utf-8", "replace"),
+            "exit_code": code, "timed_out": timed_out, "oom": oom,
+            "output_truncated": truncated,
+        }
+
+    def _kill_descendants(self):
+        """End every job process; with a slot uid, one helper also empties the scratch."""
+        if self.can_drop:
+            pid = os.fork()
+            if pid == 0:  # kill(-1) as the slot uid: every process of it, atomically
+                try:
+                    _drop(self.uid, self.gid)
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except ProcessLookupError:  # nothing left to kill
+                        pass
+                    _rm_contents(self.scratch)
+                except BaseException:
+                    os._exit(1)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        for _ in range(1000):
+            if not _reap():
+                return  # no children at all, so no descendants: skip the /proc scan
+            kids = _descendants(os.getpid())
+            if not kids:
+                return
+            for k in kids:
+                try:
+                    os.kill(k, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.001)
+
+    def _cleanup(self):
+        if not self.can_drop:  # otherwise the kill helper already emptied it as the slot uid
+            _rm_contents(self.scratch)
+
+
+def _drain(fd, buf, cap, open_fds):
+    """Read what is available; return True when the cap is exceeded."""
+    try:
+        chunk = os.read(fd, CHUNK)
+    except BlockingIOError:
+        return False
+    if not chunk:
+        open_fds.discard(fd)
+        return False
+    buf += chunk
+    if len(buf) > cap:
+        open_fds.discard(fd)
+        return True
+    return False
+
+
+def _drop(uid, gid):
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def _child(w, req, out_w, err_w, st_w, stdin_path):
+    try:
+        os.setsid()
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries grant nothing
+        if w.can_drop:
+            _drop(w.uid, w.gid)
+        os.chdir(w.scratch)
+        with open(stdin_path, "w", encoding="utf-8") as f:
+            f.write(req.get("stdin", ""))
+        in_fd = os.open(stdin_path, os.O_RDONLY)
+        os.unlink(stdin_path)
+        for src, dst in ((in_fd, 0), (out_w, 1), (err_w, 2), (st_w, 3)):
+            os.dup2(src, dst)
+        os.closerange(4, 65536)
+        _limits(req, w)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                      errors="backslashreplace", line_buffering=True)
+        sys.argv = ["<sandbox>"]
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    except BaseException as e:
+        os.write(err_w, f"sandbox: job setup failed: {e!r}\n".encode())
+        os._exit(120)
+    os._exit(_exec_user(req.get("code", "")))
+
+
+def _limits(req, w):
+    mem = int(req.get("memory_mb", 512)) * 1024 * 1024
+    cpu = int(float(req.get("timeout_s", 5.0))) + 1
+    fsize = int(w.fsize_mb) * 1024 * 1024
+    for lim, val in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CORE, 0),
+                     (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CPU, cpu),
+                     (resource.RLIMIT_NOFILE, 256)):
+        resource.setrlimit(lim, (val, val))
+    if w.can_drop:  # NPROC counts per uid; meaningless (and exempt) for root
+        resource.setrlimit(resource.RLIMIT_NPROC, (w.nproc, w.nproc))
+
+
+def _exec_user(code):
+    main_mod = types.ModuleType("__main__")  # so pickle/dataclasses find top-level names
+    sys.modules["__main__"] = main_mod
+    g = main_mod.__dict__
+    g["__builtins__"] = builtins
+    status = 0
+    try:
+        exec(compile(code, "<sandbox>", "exec"), g)
+    except SystemExit as e:
+        status = _exit_status(e.code)
+    except BaseException as e:
+        if isinstance(e, MemoryError):
+            try:
+                os.write(3, OOM_FLAG)
+            except OSError:
+                pass
+        try:  # drop this function's own frame from the traceback
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        except BaseException:
+            pass
+        status = 1
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    return status
+
+
+def _exit_status(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def _descendants(root):
+    parent = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
+                parent[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+            except (OSError, ValueError):
+                pass
+    found, frontier = [], {root}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier}
+        found.extend(frontier)
+    return found
+
+
+def _reap():
+    """Collect exited children; return False when no child is left at all."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _rm_contents(root):
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                _rm_tree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _rm_tree(path):
+    for dirpath, dirs, files in os.walk(path, topdown=False):
+        for n in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            os.unlink(os.path.join(dirpath, n))
+        for d in dirs:
+            if not os.path.islink(os.path.join(dirpath, d)):
+                os.rmdir(os.path.join(dirpath, d))
+    os.rmdir(path)
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    rin, rout = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # stray prints must never reach the protocol pipe
+    worker = Worker(cfg)
+    write_frame(rout, {"ready": True, "pid": os.getpid(), "root": worker.can_drop})
+    while True:
+        req = read_frame(rin)
+        if req is None:
+            return
+        try:
+            res = worker.run_job(req)
+        except Exception as e:  # a worker bug must not hang the host
+            res = {"stdout": "", "stderr": f"sandbox worker error: {e!r}", "exit_code": -1,
+                   "timed_out": False, "oom": False, "output_truncated": False,
+                   "duration_ms": 0.0, "error": True}
+        write_frame(rout, res)
+
+
+if __name__ == "__main__":
+    main()
