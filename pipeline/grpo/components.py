@@ -1,0 +1,128 @@
+"""What the GRPO loop is built from: policy + reference, optimizer + schedule, engine, sampler.
+
+Kept out of ``trainer.py`` so the loop reads like the algorithm. Reference policy rules:
+beta = 0 (and KL not in the reward) -> no reference at all; LoRA -> the same model with its
+adapter disabled (no second copy); full fine-tuning -> a frozen copy of the initial weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import torch
+
+from pipeline.config import RunConfig
+from pipeline.models import apply_lora, load_policy, resolve_device
+
+
+def needs_reference(cfg: RunConfig) -> bool:
+    return cfg.train.beta > 0
+
+
+def build_policy(cfg: RunConfig, resume_from: Path | None):
+    """(policy, tokenizer, reference or None). Under LoRA the reference is ``policy`` itself,
+    used inside ``reference_mode``."""
+    device = resolve_device(cfg.device)
+    if cfg.model.lora and cfg.train.ref_reset_every:
+        raise ValueError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
+                         "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
+    if cfg.model.lora:
+        model, tok = load_policy(cfg.model.name_or_path, cfg.model.dtype, device)
+        if resume_from is not None:
+            from peft import PeftModel
+            model = PeftModel.from_pretrained(model, str(resume_from), is_trainable=True)
+        else:
+            model = apply_lora(model, cfg.model)
+        ref = model if needs_reference(cfg) else None
+    else:
+        model, tok = load_policy(str(resume_from or cfg.model.name_or_path), cfg.model.dtype, device)
+        ref = None
+        if needs_reference(cfg):
+            saved_ref = resume_from / "reference" if resume_from is not None else None
+            if saved_ref is not None and saved_ref.is_dir():
+                ref, _ = load_policy(str(saved_ref), cfg.model.dtype, device)
+            elif resume_from is not None:
+                ref, _ = load_policy(cfg.model.name_or_path, cfg.model.dtype, device)
+            else:
+                ref = copy.deepcopy(model)
+            ref.requires_grad_(False).eval()
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    return model, tok, ref
+
+
+@contextmanager
+def reference_mode(policy, ref):
+    """Run the reference forward: the adapter-disabled base under LoRA, else the frozen copy."""
+    if ref is policy and hasattr(policy, "disable_adapter"):
+        with policy.disable_adapter():
+            yield policy
+    else:
+        with nullcontext():
+            yield ref
+
+
+def build_optimizer(cfg: RunConfig, model):
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.train.lr, betas=tuple(cfg.train.adam_betas),
+                            weight_decay=cfg.train.weight_decay)
+    total = cfg.train.steps * cfg.train.num_iterations
+    warmup = cfg.train.warmup_steps
+
+    def factor(i: int) -> float:
+        if warmup and i < warmup:
+            return (i + 1) / warmup
+        if cfg.train.lr_schedule == "cosine":
+            progress = (i - warmup) / max(1, total - warmup)
+            return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return 1.0
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def build_engine(cfg: RunConfig, model, tokenizer):
+    if cfg.rollout.engine == "vllm":
+        from pipeline.rollout.vllm_engine import VLLMEngine
+        engine = VLLMEngine(cfg.model.name_or_path, cfg.rollout, dtype=cfg.model.dtype, seed=cfg.seed)
+        engine.sync_weights(model)
+        return engine
+    from pipeline.rollout.hf_engine import HFEngine
+    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size)
+
+
+class QuestionSampler:
+    """Deterministic question order: a seeded shuffle per epoch; the position is checkpointed."""
+
+    def __init__(self, problems: list[dict], seed: int):
+        if not problems:
+            raise ValueError("the training set is empty")
+        self.problems, self.seed = problems, seed
+        self.epoch, self.pos = 0, 0
+        self._order = self._shuffle()
+
+    def _shuffle(self) -> list[int]:
+        order = list(range(len(self.problems)))
+        random.Random(self.seed * 100003 + self.epoch).shuffle(order)
+        return order
+
+    def take(self, k: int) -> list[dict]:
+        out = []
+        for _ in range(k):
+            if self.pos == len(self._order):
+                self.epoch, self.pos = self.epoch + 1, 0
+                self._order = self._shuffle()
+            out.append(self.problems[self._order[self.pos]])
+            self.pos += 1
+        return out
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.pos = state["epoch"], state["pos"]
+        self._order = self._shuffle()

@@ -1,0 +1,35 @@
+"""Per-token log-probabilities of completions under a causal LM, without [N, T, V] float copies.
+
+The logits of the positions that predict completion tokens are turned into log-probs of the
+taken token with ``logsumexp`` row chunks, so memory stays at one chunk of the vocabulary
+softmax even for 150k-token vocabularies.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pipeline.grpo.episodes import Packed
+
+
+def token_logprobs(model, packed: Packed, rows: slice | None = None, temperature: float = 1.0,
+                   chunk: int = 8) -> torch.Tensor:
+    """log pi(o_t | q, o_<t) for every completion column: [n, T] (padding columns included;
+    multiply by the completion mask). Logits are divided by the sampling ``temperature`` so the
+    trainer scores the same distribution the engine sampled from."""
+    rows = rows or slice(None)
+    ids = packed.input_ids[rows]
+    device = next(model.parameters()).device
+    out = model(input_ids=ids.to(device), attention_mask=packed.attention_mask[rows].to(device),
+                position_ids=packed.position_ids[rows].to(device), use_cache=False)
+    p = packed.prompt_width
+    logits = out.logits[:, p - 1:-1, :]  # [n, T, V]: position t predicts completion token t
+    targets = ids[:, p:].to(device)  # [n, T]
+    result = []
+    for start in range(0, logits.shape[0], chunk):
+        lg = logits[start:start + chunk].float()
+        if temperature > 0 and temperature != 1.0:
+            lg = lg / temperature
+        taken = lg.gather(-1, targets[start:start + chunk].unsqueeze(-1)).squeeze(-1)
+        result.append(taken - torch.logsumexp(lg, dim=-1))
+    return torch.cat(result, dim=0)

@@ -1,0 +1,55 @@
+"""Score episodes with the `rewards` registry: every component, the weighted total, and the
+per-step rewards that process supervision needs.
+
+Components run in a thread pool (`reward.workers`); the checkers themselves are hang-proof
+(their symbolic path runs in killable worker processes), so a thread is enough here.
+
+Process supervision (DeepSeekMath 4.1.3): the step rewards come from `rewards.step_rewards`
+(+1 / -1 / 0 per step, the final step carrying the outcome). Weighted components other than
+correctness (the format bonus, say) are added to the final step so both supervision modes see
+the same incentives. Character spans become token indices through the tokenizer.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from pipeline.grpo.episodes import Episode, char_to_token_ends
+
+OUTCOME = "correct"
+
+
+def score_episodes(episodes: list[Episode], weights: dict[str, float], style: str, workers: int) -> None:
+    """Fill ``rewards`` (each component) and ``reward`` (weighted sum) of every episode."""
+    import rewards
+
+    unknown = [name for name in weights if name not in rewards.REWARDS]
+    if unknown:
+        raise ValueError(f"unknown reward(s) {unknown} in reward.weights; valid: {', '.join(rewards.REWARDS)}")
+
+    def score(ep: Episode) -> dict[str, float]:
+        return {name: float(rewards.REWARDS[name](ep.completion, ep.gold, style)) for name in weights}
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for ep, comps in zip(episodes, pool.map(score, episodes)):
+            ep.rewards = comps
+            ep.reward = sum(weights[name] * value for name, value in comps.items())
+
+
+def add_step_rewards(episodes: list[Episode], weights: dict[str, float], tokenizer) -> None:
+    """Fill ``step_rewards`` / ``step_ends`` (token indices) for process supervision."""
+    import rewards
+
+    for ep in episodes:
+        steps = rewards.step_rewards(ep.completion, ep.gold)
+        extra = sum(w * ep.rewards.get(name, 0.0) for name, w in weights.items() if name != OUTCOME)
+        last = max(len(ep.completion_ids) - 1, 0)
+        if not steps or not ep.completion_ids:
+            ep.step_rewards, ep.step_ends = [ep.reward], [last]
+            continue
+        ends = char_to_token_ends(tokenizer, ep.completion_ids, [s.end for s in steps])
+        values = [float(s.score) for s in steps]
+        values[-1] += extra
+        # The last step closes at the last token (EOS included) so no token is left without credit.
+        ends[-1] = last
+        ep.step_rewards, ep.step_ends = values, [min(e, last) for e in ends]

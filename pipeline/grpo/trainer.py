@@ -1,0 +1,313 @@
+"""GRPO training (`mathrl train`): outcome- or process-supervised, DeepSeekMath style.
+
+Each step: take `questions_per_step` questions -> sample G = `rollout.group_size` completions
+each -> score them with the `rewards` registry -> group-relative advantages (outcome: one per
+completion; process: one per token from step rewards) -> `num_iterations` (mu) passes of
+`policy_loss` over micro-batches, one optimizer step per pass -> sync the rollout engine.
+The math lives in `advantages.py` / `losses.py`; this file only orders the work and records it.
+
+Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
+1. Rewards are rule-based (`rewards` package) instead of a learned reward model; process
+   supervision uses rule-checked step rewards (+1/-1/0) instead of a process reward model.
+2. With mu = 1 the old policy is the current one (old = logp.detach()), as in the paper's
+   "one policy update per exploration stage"; with mu > 1 old log-probs are computed once.
+3. The KL term may be moved into the reward (`train.kl_in=reward`, detached k1 summed per
+   completion), which seed 002 argues is right when mu > 1; outcome supervision only.
+4. Optional DAPO-style dynamic sampling drops groups whose rewards are all equal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from pipeline.config import RunConfig, save_config
+from pipeline.data_prep import load_problems
+from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
+from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
+                                      set_rng_state)
+from pipeline.grpo.components import (QuestionSampler, build_engine, build_optimizer, build_policy,
+                                      reference_mode)
+from pipeline.grpo.episodes import Episode, Packed, pack
+from pipeline.grpo.logprobs import token_logprobs
+from pipeline.grpo.losses import policy_loss
+from pipeline.grpo.run_log import RunLog, plot_curves
+from pipeline.grpo.scoring import add_step_rewards, score_episodes
+from pipeline.prompts import build_prompt
+from pipeline.rollout.base import SamplingParams
+
+CRASH_ENV = "MATHRL_CRASH_AFTER_STEP"  # fault injection for the resume test: SIGKILL after step N
+
+
+class TrainingError(RuntimeError):
+    """A condition that stops the run (non-finite loss, bad setup); the message says what to do."""
+
+
+@dataclass
+class Batch:
+    episodes: list[Episode]
+    packed: Packed
+    advantages: torch.Tensor  # [N] or [N, T]
+    old_logp: torch.Tensor | None  # [N, T], None when mu = 1 (then old = logp.detach())
+    ref_logp: torch.Tensor | None  # [N, T], None when the KL is not in the loss
+    is_weights: torch.Tensor | None  # [N, T] truncated importance weights (vLLM), or None
+    zero_std_frac: float
+    mismatch: dict[str, float]
+
+
+def main(cfg: RunConfig) -> int:
+    try:
+        run_dir = train(cfg)
+    except TrainingError as e:
+        print(f"mathrl train: {e}")
+        return 1
+    print(f"run directory: {run_dir}")
+    return 0
+
+
+def train(cfg: RunConfig) -> Path:
+    _validate(cfg)
+    run_dir = Path(cfg.output_dir) / cfg.name
+    ckpt = find_resume(run_dir, cfg.train.resume)
+    state = load_trainer_state(ckpt) if ckpt is not None else None
+    save_config(cfg, run_dir / "config.yaml")
+    torch.manual_seed(cfg.seed)
+    policy, tok, ref = build_policy(cfg, ckpt)
+    opt, sched = build_optimizer(cfg, policy)
+    sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
+    start = 0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        sampler.load_state_dict(state["sampler"])
+        start = state["step"]
+        print(f"resuming from {ckpt} (step {start})")
+    engine = build_engine(cfg, policy, tok)
+    log = RunLog(run_dir, resume_step=start)
+    if state is not None:
+        set_rng_state(state["rng"])
+    bar = tqdm(range(start + 1, cfg.train.steps + 1), initial=start, total=cfg.train.steps, desc="grpo")
+    for step in bar:
+        timer: dict[str, float] = {}
+        batch = make_batch(cfg, policy, ref, tok, engine, sampler, timer)
+        update = optimise(cfg, policy, ref, opt, sched, batch, step, run_dir, timer)
+        with _timed(timer, "sync"):
+            engine.sync_weights(policy)
+        if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
+            ref.load_state_dict(policy.state_dict())
+        metrics = step_metrics(cfg, batch, update, timer)
+        log.log(step, metrics)
+        log.samples(step, [e.record() for e in batch.episodes[:cfg.train.log_samples]])
+        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
+        _warn_zero_std(cfg, step, batch.zero_std_frac)
+        if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
+            trainer_state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                             "sampler": sampler.state_dict()}
+            save_checkpoint(run_dir, step, policy, tok, trainer_state, keep=cfg.train.keep_checkpoints,
+                            ref_model=ref if cfg.train.ref_reset_every else None)
+        if os.environ.get(CRASH_ENV) == str(step):
+            os.kill(os.getpid(), signal.SIGKILL)
+    log.close()
+    policy.save_pretrained(run_dir / "final")
+    tok.save_pretrained(run_dir / "final")
+    plot_curves(run_dir)
+    engine.close()
+    return run_dir
+
+
+def make_batch(cfg, policy, ref, tok, engine, sampler, timer) -> Batch:
+    """Rollout + rewards (+ dynamic sampling), then log-probs and advantages."""
+    episodes, zero_std_frac = collect_groups(cfg, engine, tok, sampler, timer)
+    packed = pack(episodes, tok.pad_token_id)
+    mask = _loss_mask(cfg, episodes, packed)
+    need_old = cfg.train.num_iterations > 1 or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
+    with _timed(timer, "logprobs"), torch.no_grad():
+        old = _all_logprobs(cfg, policy, packed) if need_old else None
+        ref_logp = None
+        if ref is not None:
+            with reference_mode(policy, ref) as ref_model:
+                ref_logp = _all_logprobs(cfg, ref_model, packed)
+    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+    if cfg.train.kl_in == "reward" and ref_logp is not None:
+        rewards = reward_with_kl(rewards, old, ref_logp, mask, cfg.train.beta)
+    g = cfg.rollout.group_size
+    if cfg.train.advantage == "process":
+        add_step_rewards(episodes, cfg.reward.weights, tok)
+        adv = process_advantages([e.step_rewards for e in episodes], [e.step_ends for e in episodes],
+                                 [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps)
+        adv = torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
+    else:
+        adv = outcome_advantages(rewards, g, cfg.train.adv_scale, cfg.train.adv_eps)
+    is_weights, mismatch = _tis(cfg, episodes, old, mask)
+    return Batch(episodes, packed, adv, old if cfg.train.num_iterations > 1 else None,
+                 ref_logp if cfg.train.kl_in == "loss" else None, is_weights, zero_std_frac, mismatch)
+
+
+def collect_groups(cfg, engine, tok, sampler, timer) -> tuple[list[Episode], float]:
+    """G completions for each of `questions_per_step` questions, scored. With dynamic
+    sampling, all-equal-reward groups are dropped and more questions are sampled to refill."""
+    want, g = cfg.train.questions_per_step, cfg.rollout.group_size
+    kept: list[list[Episode]] = []
+    zero_groups = total_groups = 0
+    rounds = 1 + (cfg.train.max_resample_rounds if cfg.train.dynamic_sampling else 0)
+    for _ in range(rounds):
+        groups = rollout(cfg, engine, tok, sampler.take(want - len(kept)), timer)
+        for group in groups:
+            flat = max(e.reward for e in group) == min(e.reward for e in group)
+            zero_groups += flat
+            total_groups += 1
+            if not (cfg.train.dynamic_sampling and flat):
+                kept.append(group)
+        if len(kept) >= want:
+            break
+    if not kept:  # every group was flat in every round: train on the last round (advantage 0)
+        kept = groups
+    episodes = [e for gi, group in enumerate(kept) for e in group]
+    for gi, group in enumerate(kept):
+        for e in group:
+            e.group = gi
+    return episodes, zero_groups / max(1, total_groups)
+
+
+def rollout(cfg, engine, tok, problems: list[dict], timer) -> list[list[Episode]]:
+    prompts = [build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
+               for p in problems]
+    params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
+                            cfg.rollout.top_k)
+    with _timed(timer, "rollout"):
+        samples = engine.generate(prompts, cfg.rollout.group_size, params)
+    groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
+                       prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
+                       gold=p["answer"], engine_logprobs=s.logprobs) for j, s in enumerate(group)]
+              for qi, (p, group) in enumerate(zip(problems, samples))]
+    with _timed(timer, "reward"):
+        score_episodes([e for grp in groups for e in grp], cfg.reward.weights, cfg.reward.style, cfg.reward.workers)
+    timer["gen_tokens"] = timer.get("gen_tokens", 0) + sum(len(e.completion_ids) for grp in groups for e in grp)
+    return groups
+
+
+def optimise(cfg, policy, ref, opt, sched, batch: Batch, step: int, run_dir: Path, timer) -> dict:
+    """mu passes over the batch, one optimizer step each; returns averaged loss statistics."""
+    n = len(batch.episodes)
+    mask = _loss_mask(cfg, batch.episodes, batch.packed)
+    total_tokens = float(mask.sum())
+    sums: dict[str, float] = {}
+    grad_norms = []
+    with _timed(timer, "update"):
+        for _ in range(cfg.train.num_iterations):
+            opt.zero_grad(set_to_none=True)
+            for start in range(0, n, cfg.train.micro_batch_size):
+                rows = slice(start, min(n, start + cfg.train.micro_batch_size))
+                m = rows.stop - rows.start
+                logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
+                old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
+                loss, stats = policy_loss(
+                    logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
+                    batch.advantages[rows], mask[rows], loss_type=cfg.train.loss_type,
+                    clip_low=cfg.train.clip_low, clip_high=cfg.train.clip_high,
+                    beta=cfg.train.beta if cfg.train.kl_in == "loss" else 0.0,
+                    kl_estimator=cfg.train.kl_estimator, importance_level=cfg.train.importance_level,
+                    max_completion_length=cfg.rollout.max_new_tokens,
+                    is_weights=None if batch.is_weights is None else batch.is_weights[rows],
+                    num_tokens=total_tokens if cfg.train.loss_type in ("bnpo", "dapo") else None)
+                if not torch.isfinite(loss):
+                    _stop_non_finite(run_dir, step, "loss")
+                # bnpo/dapo already divide by the whole batch's tokens; the others average rows.
+                scale = 1.0 if cfg.train.loss_type in ("bnpo", "dapo") else m / n
+                (loss * scale).backward()
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + float(v) * m / n / cfg.train.num_iterations
+            params = [p for p in policy.parameters() if p.requires_grad]
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm or float("inf"))
+            if not torch.isfinite(norm):
+                _stop_non_finite(run_dir, step, "gradient norm")
+            grad_norms.append(float(norm))
+            opt.step()
+            sched.step()
+    return {**sums, "grad_norm": sum(grad_norms) / len(grad_norms), "lr": sched.get_last_lr()[0]}
+
+
+def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:
+    eps = batch.episodes
+    rewards = torch.tensor([e.reward for e in eps])
+    lengths = torch.tensor([len(e.completion_ids) for e in eps], dtype=torch.float32)
+    metrics = {"reward/mean": float(rewards.mean()), "reward/std": float(rewards.std()) if len(eps) > 1 else 0.0}
+    for name in cfg.reward.weights:
+        metrics[f"reward/{name}"] = sum(e.rewards.get(name, 0.0) for e in eps) / len(eps)
+    metrics.update({
+        "zero_std_frac": batch.zero_std_frac, "completion_len/mean": float(lengths.mean()),
+        "completion_len/max": float(lengths.max()),
+        "truncated_frac": sum(e.finish_reason == "length" for e in eps) / len(eps),
+        "groups": len({e.group for e in eps}), **update, **batch.mismatch,
+        "tokens_per_s": timer.get("gen_tokens", 0) / max(timer.get("rollout", 1e-9), 1e-9),
+    })
+    metrics.update({f"time/{k}": v for k, v in timer.items() if k != "gen_tokens"})
+    return metrics
+
+
+def _all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
+    n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
+    return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature).float()
+                      for s in range(0, n, mb)])
+
+
+def _loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:
+    mask = packed.completion_mask.clone()
+    if cfg.train.mask_truncated:
+        for i, e in enumerate(episodes):
+            if e.finish_reason == "length":
+                mask[i] = 0
+    return mask
+
+
+def _tis(cfg, episodes, old, mask) -> tuple[torch.Tensor | None, dict[str, float]]:
+    """Truncated importance weights between the trainer's and the engine's log-probs."""
+    if cfg.rollout.tis_cap <= 0 or old is None or any(e.engine_logprobs is None for e in episodes):
+        return None, {}
+    from pipeline.rollout.tis import pad_logprobs, tis_weights
+
+    engine = pad_logprobs([e.engine_logprobs for e in episodes], old.shape[1])
+    return tis_weights(old, engine, mask, cfg.rollout.tis_cap)
+
+
+def _validate(cfg: RunConfig) -> None:
+    t = cfg.train
+    if t.advantage == "process" and t.kl_in == "reward":
+        raise TrainingError("train.kl_in=reward is implemented for outcome supervision only; "
+                            "use train.kl_in=loss with train.advantage=process")
+    if cfg.rollout.group_size < 2:
+        raise TrainingError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
+    if t.micro_batch_size < 1 or t.questions_per_step < 1 or t.num_iterations < 1:
+        raise TrainingError("train.micro_batch_size, questions_per_step and num_iterations must be >= 1")
+
+
+def _warn_zero_std(cfg, step: int, frac: float) -> None:
+    if frac > cfg.train.warn_zero_std_frac:
+        tqdm.write(f"WARNING step {step}: {frac:.0%} of groups have identical rewards for all "
+                   f"{cfg.rollout.group_size} samples, so they give no learning signal. The task may be "
+                   "too easy or too hard for this policy: change the data, raise rollout.group_size or "
+                   "rollout.temperature, or turn on train.dynamic_sampling.")
+
+
+def _stop_non_finite(run_dir: Path, step: int, what: str) -> None:
+    found = list_checkpoints(run_dir)
+    where = f"the last good checkpoint is {found[-1]}" if found else "no checkpoint was written yet"
+    raise TrainingError(f"non-finite {what} at step {step}; stopped before the optimizer step, {where}. "
+                        "Lower train.lr, check the rewards, or use model.dtype=float32.")
+
+
+class _timed:
+    def __init__(self, timer: dict, key: str):
+        self.timer, self.key = timer, key
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timer[self.key] = self.timer.get(self.key, 0.0) + time.perf_counter() - self.t0
