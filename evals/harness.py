@@ -42,15 +42,16 @@ def _record(problem: dict, prompt: str, samples) -> dict:
     return rec
 
 
-def score_records(records: list[dict], *, style: str, ks: list[int], progress: bool = True) -> list[dict]:
+def score_records(records: list[dict], *, style: str, ks: list[int], timeout: float = 5.0,
+                  progress: bool = True) -> list[dict]:
     """Grade every completion and add preds, correct, reasons, pass@k and maj@k in place."""
     from rewards import check, is_equiv
 
     def equiv(a: str, b: str) -> bool:
-        return is_equiv(a, b)
+        return is_equiv(a, b, timeout=timeout)
 
     for rec in tqdm(records, desc="score", unit="problem", disable=not progress):
-        results = [check(c, rec["gold"], style) for c in rec["completions"]]
+        results = [check(c, rec["gold"], style, timeout=timeout) for c in rec["completions"]]
         rec["preds"] = [r.pred for r in results]
         rec["correct"] = [r.score >= 1.0 for r in results]
         rec["reasons"] = [None if r.score >= 1.0 else r.reason for r in results]

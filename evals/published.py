@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEEPSEEKMATH = "DeepSeekMath paper (Shao et al. 2024, arXiv:2402.03300), Table 5"
-QWEN25 = "Qwen2.5 technical report / release blog (Qwen team 2024, arXiv:2412.15115), instruction-tuned 0.5B-1.5B table"
+QWEN25 = ("Qwen2.5 technical report / release blog (Qwen team 2024, arXiv:2412.15115), "
+          "instruction-tuned 0.5B-1.5B table")
 QWEN25_MATH = "Qwen2.5-Math technical report (Yang et al. 2024, arXiv:2409.12122), instruct models, CoT"
 
 

@@ -45,8 +45,9 @@ def check_sampling(n_samples: int, temperature: float, ks: list[int]) -> None:
 def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: str = "gsm8k",
              chat: bool = True, examples: list[tuple[str, str]] = (), n_samples: int = 1,
              temperature: float = 0.0, top_p: float = 1.0, ks: list[int] = (1,), max_new_tokens: int = 256,
-             style: str = "auto", batch_size: int = 64, seed: int = 0, output_dir: str | Path | None = None,
-             model_name: str = "", dataset: str = "", progress: bool = True) -> dict:
+             style: str = "auto", timeout: float = 5.0, batch_size: int = 64, seed: int = 0,
+             output_dir: str | Path | None = None, model_name: str = "", dataset: str = "",
+             progress: bool = True) -> dict:
     """Sample, grade and summarise; write the outputs when ``output_dir`` is given.
 
     ``engine`` is any RolloutEngine already holding the model (e.g. the trainer's vLLM engine);
@@ -64,7 +65,7 @@ def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: s
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
     records = generate_records(engine, problems, prompts, n=n_samples, params=params,
                                batch_size=batch_size, progress=progress)
-    score_records(records, style=style, ks=ks, progress=progress)
+    score_records(records, style=style, ks=ks, timeout=timeout, progress=progress)
     summary = {"model": model_name, "dataset": dataset, **summarize(records, ks),
                "n_samples": n_samples, "temperature": temperature, "greedy": n_samples == 1 and temperature <= 0,
                "ks": ks, "template": template, "chat": chat, "few_shot": len(examples), "style": style,
@@ -88,8 +89,9 @@ def evaluate_with_config(model, tokenizer, cfg: RunConfig, *, dataset: str | Non
     return evaluate(model, tokenizer, problems, engine=engine, template=cfg.prompt.template, chat=cfg.prompt.chat,
                     examples=examples, n_samples=cfg.eval.n_samples, temperature=cfg.eval.temperature,
                     top_p=cfg.rollout.top_p, ks=cfg.eval.ks, max_new_tokens=cfg.eval.max_new_tokens,
-                    style=cfg.reward.style, batch_size=cfg.rollout.batch_size, seed=cfg.seed,
-                    output_dir=output_dir, model_name=cfg.model.name_or_path, dataset=dataset, progress=progress)
+                    style=cfg.reward.style, timeout=cfg.reward.timeout, batch_size=cfg.rollout.batch_size,
+                    seed=cfg.seed, output_dir=output_dir, model_name=cfg.model.name_or_path, dataset=dataset,
+                    progress=progress)
 
 
 def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
