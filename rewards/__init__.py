@@ -1,8 +1,36 @@
-"""Rule-based reward checkers for math reasoning, usable without the trainer (issue 3).
+"""Rule-based reward checkers for math reasoning, usable without the trainer.
 
-Never imports torch; may import `sandbox` for the code-execution reward.
+    from rewards import is_equiv, score_completion, check
+    is_equiv("\\\\dfrac{1}{2}", "0.5")                      # True
+    check("... so the answer is \\\\boxed{7}.", "7")       # RewardResult(1.0, '7', '')
+
+Pure functions of (completion, gold) that never raise on model text; the symbolic path runs
+in killable worker processes with a hard timeout, so every call works from any thread and
+returns in bounded time. Never imports torch; the code reward imports `sandbox` lazily.
 """
 
 from rewards.boxed import last_boxed
+from rewards.code import code_reward
+from rewards.equiv import is_equiv
+from rewards.extract import extract_answer
+from rewards.outcome import RewardResult, check, format_reward, score_completion
+from rewards.registry import REWARDS, CombinedReward, combine, get_reward, score_batch
+from rewards.steps import StepReward, step_rewards
 
-__all__ = ["last_boxed"]
+__all__ = [
+    "REWARDS",
+    "CombinedReward",
+    "RewardResult",
+    "StepReward",
+    "check",
+    "code_reward",
+    "combine",
+    "extract_answer",
+    "format_reward",
+    "get_reward",
+    "is_equiv",
+    "last_boxed",
+    "score_batch",
+    "score_completion",
+    "step_rewards",
+]

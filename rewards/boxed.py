@@ -27,10 +27,12 @@ def _last_command(text: str) -> tuple[int, str] | None:
     return best
 
 
-def last_boxed(text: str) -> str | None:
-    """Contents of the last ``\\boxed{...}``/``\\fbox{...}`` (``\\boxed 5`` without braces too).
+def last_boxed_span(text: str) -> tuple[int, int, int, int] | None:
+    """(command start, command end, content start, content end) of the last box, or None.
 
-    Returns None when there is no box or its braces never close.
+    `text[content start:content end]` is the box content; `command end` is just past the
+    closing brace (or the bare argument of ``\\boxed 5``). None when there is no box or its
+    braces never close.
     """
     found = _last_command(text)
     if found is None:
@@ -46,7 +48,7 @@ def last_boxed(text: str) -> str | None:
         k = j
         while k < len(text) and not text[k].isspace() and text[k] != "$":
             k += 1
-        return text[j:k] or None
+        return (i, k, j, k) if k > j else None
     depth = 0
     for k in range(j, len(text)):
         c = text[k]
@@ -55,5 +57,19 @@ def last_boxed(text: str) -> str | None:
         elif c == "}" and text[k - 1] != "\\":
             depth -= 1
             if depth == 0:
-                return text[j + 1:k]
+                return (i, k + 1, j + 1, k)
     return None
+
+
+def last_boxed(text: str) -> str | None:
+    """Contents of the last ``\\boxed{...}``/``\\fbox{...}`` (``\\boxed 5`` without braces too).
+
+    Returns None when there is no box or its braces never close.
+    """
+    span = last_boxed_span(text)
+    return None if span is None else text[span[2]:span[3]]
+
+
+def count_boxes(text: str) -> int:
+    """Number of ``\\boxed``/``\\fbox`` commands in the text."""
+    return sum(text.count(cmd + c) for cmd in _COMMANDS for c in ("{", " "))

@@ -1,0 +1,79 @@
+"""Command line for the reward checkers.
+
+    python -m rewards equiv PRED GOLD            # prints True/False and the reason; exit 0/1
+    python -m rewards extract FILE [--style S]   # the final answer written in FILE ("-" = stdin)
+    python -m rewards score FILE.jsonl [--style S] [--out OUT.jsonl] [--workers N]
+        # records need "completion" and "answer" (or "gold"); prints accuracy and failure
+        # reasons, writes one result per line to OUT (default FILE.scored.jsonl)
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+from rewards.equiv import EQUAL, equiv_status
+from rewards.extract import STYLES, extract_answer
+from rewards.registry import score_batch
+
+
+def _equiv(args) -> int:
+    status = equiv_status(args.pred, args.gold, args.timeout)
+    print(f"{status == EQUAL}\t{status}")
+    return 0 if status == EQUAL else 1
+
+
+def _extract(args) -> int:
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    answer = extract_answer(text, args.style)
+    print("" if answer is None else answer)
+    return 0 if answer is not None else 1
+
+
+def _score(args) -> int:
+    records = [json.loads(line) for line in Path(args.file).read_text().splitlines() if line.strip()]
+    golds = [str(r.get("answer", r.get("gold", ""))) for r in records]
+    completions = [str(r.get("completion", "")) for r in records]
+    results = score_batch(completions, golds, args.style, workers=args.workers)
+    out = Path(args.out or str(Path(args.file).with_suffix("")) + ".scored.jsonl")
+    with out.open("w") as f:
+        for i, (rec, res) in enumerate(zip(records, results)):
+            row = {"line": i, "id": rec.get("id"), "score": res.score, "pred": res.pred,
+                   "gold": golds[i], "reason": res.reason}
+            f.write(json.dumps(row) + "\n")
+    n = len(results)
+    acc = sum(r.score for r in results) / n if n else 0.0
+    print(f"accuracy {acc:.4f} ({int(sum(r.score for r in results))}/{n})")
+    for reason, count in collections.Counter(r.reason for r in results if r.reason).most_common():
+        print(f"  {reason}: {count}")
+    print(f"per-line results: {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rewards", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("equiv", help="are two final answers equivalent?")
+    p.add_argument("pred")
+    p.add_argument("gold")
+    p.add_argument("--timeout", type=float, default=5.0)
+    p.set_defaults(fn=_equiv)
+    p = sub.add_parser("extract", help="print the final answer in a text file")
+    p.add_argument("file")
+    p.add_argument("--style", choices=STYLES, default="auto")
+    p.set_defaults(fn=_extract)
+    p = sub.add_parser("score", help="score a JSONL of completions against gold answers")
+    p.add_argument("file")
+    p.add_argument("--style", choices=STYLES, default="auto")
+    p.add_argument("--out", default=None)
+    p.add_argument("--workers", type=int, default=2)
+    p.set_defaults(fn=_score)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Outcome rewards: `check` (score + extracted answer + reason), `score_completion`, and
+`format_reward` (the format bonus).
+
+`check` never raises: any failure becomes score 0.0 with a reason for logging, one of
+"no answer found", "parse error", "timeout", "not equal" (or "" on success).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rewards.boxed import count_boxes, last_boxed_span
+from rewards.equiv import EQUAL, PARSE_ERROR, TIMEOUT, equiv_status
+from rewards.extract import extract_answer
+
+NO_ANSWER = "no answer found"
+_GSM_FINAL = re.compile(r"####[ \t]*\$?-?[\d,]*\d(?:\.\d+)?")
+_AFTER_BOX_OK = re.compile(r"(?:\s|\$|\.|\\\]|\\\)|\\end\{(?:equation|align)\*?\})*")
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    """One scored completion: `score` in [0, 1], the extracted `pred`, and why it failed."""
+
+    score: float
+    pred: str | None
+    reason: str
+
+
+def check(completion: str, gold: str, style: str = "auto", timeout: float = 5.0) -> RewardResult:
+    """Extract the final answer from `completion` and compare it with `gold`."""
+    try:
+        pred = extract_answer(completion, style)
+    except ValueError:
+        raise  # an unknown style is a programming error, not a bad completion
+    except Exception:  # noqa: BLE001
+        pred = None
+    if pred is None:
+        return RewardResult(0.0, None, NO_ANSWER)
+    status = equiv_status(pred, gold, timeout)
+    if status == EQUAL:
+        return RewardResult(1.0, pred, "")
+    return RewardResult(0.0, pred, status if status in (PARSE_ERROR, TIMEOUT) else "not equal")
+
+
+def score_completion(completion: str, gold: str, style: str = "auto") -> float:
+    """1.0 if the completion's final answer is equivalent to `gold`, else 0.0."""
+    return check(completion, gold, style).score
+
+
+def format_reward(completion: str, style: str = "auto") -> float:
+    """1.0 for exactly one final answer in the expected form with nothing after it, else 0.0.
+
+    "gsm8k": exactly one `####` in the text, on the last non-blank line, followed by a number
+    and nothing else. "math": exactly one `\\boxed{}`/`\\fbox{}` with balanced braces, followed
+    only by whitespace, `$`, `.` or closing math delimiters. "auto" picks by what the text
+    contains. Repeating the answer block scores 0, so the bonus cannot be farmed that way.
+    """
+    if not isinstance(completion, str):
+        return 0.0
+    if style == "auto":
+        style = "math" if ("\\boxed" in completion or "\\fbox" in completion) else "gsm8k"
+    if style == "gsm8k":
+        if completion.count("####") != 1:
+            return 0.0
+        last_line = completion.rstrip().rsplit("\n", 1)[-1].strip()
+        return 1.0 if _GSM_FINAL.fullmatch(last_line) else 0.0
+    if style == "math":
+        if count_boxes(completion) != 1:
+            return 0.0
+        span = last_boxed_span(completion)
+        if span is None or span[3] == span[2]:
+            return 0.0
+        return 1.0 if _AFTER_BOX_OK.fullmatch(completion, span[1]) else 0.0
+    raise ValueError(f"unknown style {style!r}; valid: auto, gsm8k, math")

@@ -1,0 +1,100 @@
+"""Reward registry, weighted combination, and batch scoring.
+
+Every callable in `REWARDS` has the signature `fn(completion, gold, style="auto") -> float`
+and never raises on bad model text. Pick them by name; a wrong name lists the valid ones.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+from rewards.code import code_reward
+from rewards.outcome import RewardResult, check, format_reward, score_completion
+from rewards.steps import step_rewards
+
+RewardFn = Callable[..., float]
+
+
+def _correct(completion: str, gold: str, style: str = "auto") -> float:
+    return score_completion(completion, gold, style)
+
+
+def _format(completion: str, gold: str, style: str = "auto") -> float:
+    return format_reward(completion, style)
+
+
+def _code(completion: str, gold: str, style: str = "auto") -> float:
+    return code_reward(completion, gold)
+
+
+def _steps(completion: str, gold: str, style: str = "auto") -> float:
+    """Fraction of steps with checkable claims that are all true (0.0 when none are)."""
+    checked = [s for s in step_rewards(completion) if s.score != 0]
+    return sum(s.score > 0 for s in checked) / len(checked) if checked else 0.0
+
+
+REWARDS: dict[str, RewardFn] = {
+    "correct": _correct,
+    "format": _format,
+    "code": _code,
+    "steps": _steps,
+}
+
+
+def get_reward(name: str) -> RewardFn:
+    """The reward called `name`; KeyError naming every valid reward otherwise."""
+    try:
+        return REWARDS[name]
+    except KeyError:
+        raise KeyError(f"unknown reward {name!r}; valid: {', '.join(sorted(REWARDS))}") from None
+
+
+class CombinedReward:
+    """sum_i w_i * REWARDS[name_i](completion, gold, style); `.components` for logging."""
+
+    def __init__(self, weights: dict[str, float]):
+        if not weights:
+            raise ValueError("combine() needs at least one reward name")
+        self.weights = dict(weights)
+        self.fns = {name: get_reward(name) for name in self.weights}
+
+    def components(self, completion: str, gold: str, style: str = "auto") -> dict[str, float]:
+        return {name: fn(completion, gold, style) for name, fn in self.fns.items()}
+
+    def __call__(self, completion: str, gold: str, style: str = "auto") -> float:
+        parts = self.components(completion, gold, style)
+        return sum(self.weights[n] * v for n, v in parts.items())
+
+
+def combine(weights: dict[str, float]) -> CombinedReward:
+    """A reward that is the weighted sum of registered rewards, e.g. {"correct": 1, "format": .1}."""
+    return CombinedReward(weights)
+
+
+def score_batch(completions: Sequence[str], golds: Sequence[str], style: str = "auto",
+                workers: int = 2, progress: bool = True) -> list[RewardResult]:
+    """`check` over many pairs with `workers` threads (and as many symbolic worker processes)."""
+    if len(completions) != len(golds):
+        raise ValueError(f"{len(completions)} completions but {len(golds)} golds")
+    from rewards.symbolic import get_pool
+
+    get_pool(max(1, workers))
+    out: list[RewardResult | None] = [None] * len(completions)
+    bar = _progress(len(completions), progress)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        futures = {ex.submit(check, c, g, style): i
+                   for i, (c, g) in enumerate(zip(completions, golds))}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            out[futures[fut]] = fut.result()
+            bar.update(1)
+    bar.close()
+    return out  # type: ignore[return-value]
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc="scoring", unit="ans")
