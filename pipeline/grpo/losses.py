@@ -110,7 +110,7 @@ def _aggregate(per_token, mf, loss_type, max_completion_length, num_tokens):
         return (per_token.sum(dim=1) / mf.sum(dim=1).clamp(min=1)).mean()
     if loss_type == "dr_grpo":
         return per_token.sum() / (per_token.shape[0] * max_completion_length)
-    denom = mf.sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=mf.dtype)
+    denom = mf.sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=mf.dtype, device=mf.device)
     return per_token.sum() / denom.clamp(min=1)
 
 
