@@ -16,12 +16,17 @@ from evals.metrics import maj_at_k, majority_vote, mean, pass_at_k
 from pipeline.rollout.base import SamplingParams
 
 
+LARGE_CHUNK = 1024  # prompts per generate call for engines that batch by themselves
+
+
 def generate_records(engine, problems: list[dict], prompts: list[str], *, n: int,
-                     params: SamplingParams, batch_size: int = 64, progress: bool = True) -> list[dict]:
+                     params: SamplingParams, progress: bool = True) -> list[dict]:
     """One record per problem with its prompt and ``n`` completions (not graded yet)."""
     records = []
-    # Chunks of prompts keep the progress bar moving; the engine batches inside each chunk.
-    per_chunk = max(1, batch_size // n)
+    # Chunks of prompts keep the progress bar moving; the engine batches inside each chunk. An
+    # engine without a batch size (vLLM schedules its own batches) gets large chunks.
+    engine_batch = getattr(engine, "batch_size", None)
+    per_chunk = max(1, engine_batch // n) if engine_batch else LARGE_CHUNK
     with tqdm(total=len(problems), desc="generate", unit="problem", disable=not progress) as bar:
         for start in range(0, len(problems), per_chunk):
             chunk = prompts[start:start + per_chunk]

@@ -63,8 +63,7 @@ def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: s
     prompts = [build_prompt(p["question"], template=template, tokenizer=tokenizer, chat=chat,
                             examples=list(examples)) for p in problems]
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
-    records = generate_records(engine, problems, prompts, n=n_samples, params=params,
-                               batch_size=batch_size, progress=progress)
+    records = generate_records(engine, problems, prompts, n=n_samples, params=params, progress=progress)
     score_records(records, style=style, ks=ks, timeout=timeout, progress=progress)
     summary = {"model": model_name, "dataset": dataset, **summarize(records, ks),
                "n_samples": n_samples, "temperature": temperature, "greedy": n_samples == 1 and temperature <= 0,
