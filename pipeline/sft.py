@@ -1,0 +1,231 @@
+"""Supervised warm start (`mathrl sft`): teach a (tiny) model the task's solution format.
+
+Reads the task's training split, corrupts the arithmetic of a fraction of the solutions, and
+fine-tunes with the exact prompt the GRPO trainer uses (``build_prompt`` + solution + EOS, loss
+on the completion tokens only). Saves model and tokenizer with ``save_pretrained`` and prints
+greedy accuracy on a slice of the test split, overall and by number of solution steps.
+
+Corruption (``sft.corrupt_frac``): in a chosen solution one calculator step gets a wrong result
+(off by 1, 2 or 10) and the error is propagated consistently, i.e. every later step computes
+correctly from the wrong value and the ``#### answer`` is the propagated one. Exactly one step
+is wrong, so process rewards can point at it while the outcome reward only sees a wrong answer.
+The model thus learns to make occasional slips, which RL can then remove.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from pipeline.config import RunConfig
+from pipeline.prompts import build_prompt
+
+STEP_RE = re.compile(r"^(.*)<<(\d+)([-+*/])(\d+)=(\d+)>>(\d+)(.*)$")
+ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
+DELTAS = (1, -1, 2, -2, 10, -10)
+
+
+def _calc(op: str, a: int, b: int) -> int | None:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b if a >= b else None
+    if op == "*":
+        return a * b
+    return a // b if b and a % b == 0 else None
+
+
+def _parse_steps(solution: str) -> list[tuple[int, list]] | None:
+    """(line index, [prefix, a, op, b, result, suffix]) per annotated line; None if none parse."""
+    steps = []
+    for i, line in enumerate(solution.split("\n")):
+        m = STEP_RE.match(line)
+        if m and m.group(5) == m.group(6):
+            pre, a, op, b, c, _, post = m.groups()
+            steps.append((i, [pre, int(a), op, int(b), int(c), post]))
+    return steps or None
+
+
+def corrupt_solution(solution: str, rng: random.Random) -> str | None:
+    """``solution`` with one step's result wrong and the error carried forward, or None."""
+    steps = _parse_steps(solution)
+    if steps is None:
+        return None
+    lines = solution.split("\n")
+    for _ in range(10):
+        j = rng.randrange(len(steps))
+        new = [list(s) for _, s in steps]
+        new[j][4] += rng.choice(DELTAS)
+        if new[j][4] < 0:
+            continue
+        ok = True
+        for k in range(j + 1, len(new)):
+            if steps[k][1][1] == steps[k - 1][1][4]:  # this step used the previous result
+                new[k][1] = new[k - 1][4]
+            res = _calc(new[k][2], new[k][1], new[k][3])
+            if res is None:
+                ok = False
+                break
+            new[k][4] = res
+        if not ok:
+            continue
+        for (i, _), (pre, a, op, b, c, post) in zip(steps, new):
+            lines[i] = f"{pre}<<{a}{op}{b}={c}>>{c}{post}"
+        text = "\n".join(lines)
+        return ANSWER_RE.sub(f"#### {new[-1][4]}", text) if steps[-1][1][4] != new[-1][4] else text
+    return None
+
+
+def corrupt_records(records: list[dict], frac: float, seed: int) -> tuple[list[dict], int]:
+    """Copies of ``records`` with about ``frac`` of the solutions corrupted; (records, count)."""
+    rng = random.Random(seed)
+    out, count = [], 0
+    for r in records:
+        if frac > 0 and rng.random() < frac:
+            bad = corrupt_solution(r["solution"], rng)
+            if bad is not None:
+                r, count = {**r, "solution": bad, "corrupted": True}, count + 1
+        out.append(r)
+    return out, count
+
+
+def load_task(task: str, prepared_dir: str, split: str, data_cfg=None) -> list[dict]:
+    """Records of a prepared dataset split or a JSONL path; gsm-synth is generated if missing."""
+    path = Path(task) if task.endswith(".jsonl") else Path(prepared_dir) / task / f"{split}.jsonl"
+    if path.is_file():
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if task == "gsm-synth" and data_cfg is not None:
+        from pipeline import synth
+
+        train, test = synth.generate(data_cfg)
+        return train if split == "train" else test
+    if task.endswith(".jsonl") and split != "train":
+        sibling = path.with_name(f"{split}.jsonl")
+        return load_task(str(sibling), prepared_dir, split) if sibling.is_file() else []
+    raise FileNotFoundError(f"no data for task {task!r} split {split!r} at {path}; run `mathrl data` first")
+
+
+def encode(records: list[dict], tok, cfg: RunConfig) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids + EOS) per record, with the prompt the trainer uses."""
+    out = []
+    for r in records:
+        prompt = build_prompt(r["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        c = tok(r["solution"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        out.append((p, c))
+    return out
+
+
+def collate(batch: list[tuple[list[int], list[int]]], pad_id: int):
+    """Right-padded input ids, attention mask and labels (-100 on prompt and padding)."""
+    width = max(len(p) + len(c) for p, c in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # [B, T]
+    labels = torch.full_like(ids, -100)
+    mask = torch.zeros_like(ids)
+    for row, (p, c) in enumerate(batch):
+        n = len(p) + len(c)
+        ids[row, :n] = torch.tensor(p + c)
+        labels[row, len(p):n] = torch.tensor(c)
+        mask[row, :n] = 1
+    return ids, mask, labels
+
+
+def lr_at(step: int, total: int, warmup: int, peak: float) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def train(model, tok, examples, cfg: RunConfig, progress: bool = True) -> list[float]:
+    """Run cfg.sft.steps AdamW steps on ``examples``; returns the loss of every step."""
+    s = cfg.sft
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    order: list[int] = []
+    losses = []
+    model.train()
+    bar = tqdm(range(s.steps), desc="sft", disable=not progress)
+    for step in bar:
+        if len(order) < s.batch_size:
+            order += torch.randperm(len(examples), generator=gen).tolist()
+        batch, order = [examples[i] for i in order[:s.batch_size]], order[s.batch_size:]
+        ids, mask, labels = (t.to(device) for t in collate(batch, tok.pad_token_id))
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, s.steps, s.warmup_steps, s.lr)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
+    return losses
+
+
+def extract_answer(text: str) -> str | None:
+    m = ANSWER_RE.findall(text)
+    return m[-1].replace(",", "") if m else None
+
+
+def evaluate(model, tok, records: list[dict], cfg: RunConfig, n: int = 1, temperature: float = 0.0,
+             max_new_tokens: int = 128) -> list[int]:
+    """Number of correct answers among ``n`` samples for each record (greedy when temperature 0)."""
+    from pipeline.rollout.base import SamplingParams
+    from pipeline.rollout.hf_engine import HFEngine
+
+    engine = HFEngine(model, tok, batch_size=64)
+    prompts = [build_prompt(r["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
+               for r in records]
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, seed=cfg.seed)
+    samples = engine.generate(prompts, n, params)
+    return [sum(extract_answer(s.completion) == r["answer"] for s in group)
+            for r, group in zip(records, samples)]
+
+
+def accuracy_report(records: list[dict], correct: list[int]) -> dict:
+    """Overall and per-number-of-steps accuracy of greedy answers."""
+    by: dict[int, list[int]] = {}
+    for r, c in zip(records, correct):
+        by.setdefault(r["solution"].count("<<"), []).append(c)
+    return {"accuracy": sum(correct) / max(1, len(correct)), "n": len(correct),
+            "by_steps": {k: round(sum(v) / len(v), 4) for k, v in sorted(by.items())}}
+
+
+def main(cfg: RunConfig) -> int:
+    """`mathrl sft`: corrupt, fine-tune, save, report greedy test accuracy."""
+    from pipeline.models import load_policy
+
+    s = cfg.sft
+    torch.manual_seed(cfg.seed)
+    t0 = time.time()
+    model, tok = load_policy(s.init, dtype="float32", device=cfg.device)
+    train_records = load_task(s.task, cfg.data.prepared_dir, "train", cfg.data)
+    train_records, n_bad = corrupt_records(train_records, s.corrupt_frac, cfg.seed)
+    print(f"sft: {len(train_records)} training solutions, {n_bad} corrupted; "
+          f"{sum(p.numel() for p in model.parameters()):,} params")
+    losses = train(model, tok, encode(train_records, tok, cfg), cfg)
+    out = Path(s.output)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    train_minutes = (time.time() - t0) / 60
+    test = load_task(s.task, cfg.data.prepared_dir, "test", cfg.data)[:s.eval_limit]
+    report = {"train_minutes": round(train_minutes, 2), "final_loss": sum(losses[-20:]) / len(losses[-20:]),
+              "corrupted": n_bad, "steps": s.steps}
+    if test:
+        report.update(accuracy_report(test, evaluate(model, tok, test, cfg)))
+        print(f"sft: greedy accuracy on {len(test)} test problems: {report['accuracy']:.3f} "
+              f"(by steps: {report['by_steps']})")
+    (out / "sft_report.json").write_text(json.dumps(report, indent=1))
+    print(f"sft: saved {out} after {train_minutes:.1f} min of training (final loss {report['final_loss']:.3f})")
+    return 0
