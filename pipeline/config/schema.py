@@ -39,6 +39,10 @@ class DataConfig:
     """gsm-synth: largest number that appears in a problem statement."""
     synth_ops: list[str] = field(default_factory=lambda: ["+", "-", "*"])
     """gsm-synth: operations used in the steps (any of + - * /; / only where it divides evenly)."""
+    synth_max_factor: int = 5
+    """gsm-synth: largest multiplier / divisor in * and / steps."""
+    synth_max_value: int = 100
+    """gsm-synth: cap on every intermediate and final value (keeps the arithmetic learnable)."""
     synth_seed: int = 1234
     """gsm-synth: generator seed (same seed -> same files)."""
 
@@ -80,6 +84,8 @@ class ModelConfig:
     """Tie input embeddings and the LM head."""
     tiny_max_positions: int = 512
     """Tiny model context length."""
+    tiny_vocab_size: int = 1024
+    """Tiny tokenizer vocabulary size (BPE trained offline; every digit is its own token)."""
 
 
 @dataclass
@@ -230,6 +236,8 @@ class SFTConfig:
     """Linear warmup steps."""
     corrupt_frac: float = 0.3
     """Fraction of training solutions with one arithmetic step made wrong (so RL has room)."""
+    eval_limit: int = 200
+    """Test problems for the greedy accuracy printed after training (0 = skip)."""
 
 
 @dataclass
