@@ -73,32 +73,49 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _world_reachable(path: str) -> bool:
+    """Can an unprivileged uid traverse to `path` (every parent o+x)?"""
+    path = os.path.realpath(path)
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
 class ProcessBackend(Backend):
     name = "process"
-    isolation = ("NOT a security boundary: rlimits (memory, CPU, file size), new session, clean "
-                 "env, scratch dir" + (", own unprivileged uid (processes limit)"
-                                       if os.geteuid() == 0 else "")
-                 + "; host files and network stay reachable")
+
+    @property
+    def drops_uid(self) -> bool:
+        # Jobs run as a per-slot uid only when we are root and that uid can still import
+        # the stdlib (a Python under /root, mode 0700, cannot be read by it).
+        return os.geteuid() == 0 and _world_reachable(BASE_PREFIX)
+
+    @property
+    def isolation(self) -> str:
+        who = ("own unprivileged uid (process cap, host 0600 files)" if self.drops_uid
+               else "runs as the calling user (no process cap)")
+        return ("NOT a security boundary: rlimits (memory, CPU, file size), new session, "
+                f"clean env, scratch dir, {who}; host files and network stay reachable")
 
     def available(self):
         return True, "always (weakest; opt in with %s=1 or backend='process')" % ALLOW_PROCESS_ENV
 
     def argv(self, spec):
-        root = os.geteuid() == 0
         spec.host_dir = tempfile.mkdtemp(prefix="mathrl-sandbox-")
-        if root:
+        if self.drops_uid:
             os.chown(spec.host_dir, spec.uid, spec.uid)
-        return [BASE_PYTHON, "-I", WORKER, spec.worker_cfg(spec.host_dir, root)]
+        return [BASE_PYTHON, "-I", WORKER, spec.worker_cfg(spec.host_dir, self.drops_uid)]
 
     def popen_kwargs(self):
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/nonexistent"}
         return {"start_new_session": True, "env": env}
 
     def kill(self, spec, proc):
-        # Jobs run in their own sessions: the worker's kill(-1) as the slot uid ends them,
-        # closing stdin lets it do so; a stuck worker gets SIGKILL and leftovers by uid.
         _kill_group(proc)
-        if os.geteuid() == 0:
+        if self.drops_uid:  # jobs sit in their own sessions; end them by their uid
             _kill_uid(spec.uid)
 
 

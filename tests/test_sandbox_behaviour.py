@@ -1,0 +1,119 @@
+"""Ordinary behaviour of the sandbox on every available backend: I/O, exit codes, batches,
+cleanup, backend selection."""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import subprocess
+
+import pytest
+
+import sandbox
+from sandbox import Sandbox, SandboxUnavailable
+from sandbox.backends import ALLOW_PROCESS_ENV, resolve
+from sandbox.testing import (BACKEND_PARAMS, daemon_code, open_pool, procs_of_uids,
+                             procs_with_token, require, slot_uids)
+
+
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def sb(request):
+    pool = open_pool(request.param)
+    yield pool
+    pool.close()
+
+
+def test_stdin_is_fed_to_the_program(sb):
+    r = sb.run("import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))",
+               stdin="1 2 3\n4\n")
+    assert r.stdout == "10\n" and r.exit_code == 0
+
+
+def test_large_legit_output_is_returned_whole(sb):
+    r = sb.run("print('ab' * 30000, end='')", max_output_bytes=65536)
+    assert r.stdout == "ab" * 30000 and not r.output_truncated
+
+
+def test_unicode_round_trips(sb):
+    text = "π ≈ 3.14159, ∑ 你好 🎉"
+    r = sb.run("import sys\nprint(sys.stdin.read().upper())", stdin=text)
+    assert r.stdout == text.upper() + "\n"
+
+
+def test_sys_exit_code_is_kept(sb):
+    r = sb.run("import sys\nprint('bye')\nsys.exit(3)")
+    assert r.exit_code == 3 and r.stdout == "bye\n" and not r.timed_out
+
+
+def test_syntax_error_is_reported(sb):
+    r = sb.run("def f(:\n    pass")
+    assert r.exit_code == 1 and "SyntaxError" in r.stderr and r.stdout == ""
+
+
+def test_50_parallel_jobs_match_their_inputs(sb):
+    codes = [f"import sys\nprint({i} * int(sys.stdin.read()))" for i in range(50)]
+    stdins = [str(i + 1) for i in range(50)]
+    results = sb.map(codes, stdins=stdins)
+    assert [r.stdout for r in results] == [f"{i * (i + 1)}\n" for i in range(50)]
+    assert all(r.backend == sb.backend.name for r in results)
+
+
+def test_scratch_is_empty_for_each_job(sb):
+    sb.run("open('left_behind', 'w').write('x')")
+    rs = [sb.run("import os\nprint(os.listdir('.'))") for _ in range(sb.workers)]
+    assert all(r.stdout == "[]\n" for r in rs)
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_close_leaves_nothing_behind(backend):
+    before = set(glob.glob("/tmp/mathrl-sandbox-*"))
+    token = "mathrl-close-" + secrets.token_hex(8)
+    pool = open_pool(backend)
+    pool.map([daemon_code(token) + "\nopen('f', 'w').write('x')"] * 4)
+    uids, procs = slot_uids(pool), [s.proc for s in pool._slots if s.proc]
+    pool.close()
+    assert procs and all(p.poll() is not None for p in procs)
+    assert procs_of_uids(uids) == [] and procs_with_token(token) == []
+    assert set(glob.glob("/tmp/mathrl-sandbox-*")) <= before
+    if backend == "docker":
+        out = subprocess.run(["docker", "ps", "-aq", "--filter", "label=mathrl.sandbox"],
+                             capture_output=True, text=True)
+        assert out.stdout.strip() == ""
+
+
+def test_run_uses_a_shared_pool_and_reports_isolation():
+    require("bwrap")
+    r = sandbox.run("print(1+1)", backend="bwrap")
+    assert r.stdout == "2\n" and r.backend == "bwrap" and "no network" in r.isolation
+
+
+def test_auto_refuses_process_without_opt_in(monkeypatch):
+    from sandbox import backends
+
+    monkeypatch.delenv(ALLOW_PROCESS_ENV, raising=False)
+    for name in ("docker", "bwrap"):
+        monkeypatch.setattr(backends.BACKENDS[name], "available",
+                            lambda: (False, "disabled for this test"))
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        resolve("auto")
+    monkeypatch.setenv(ALLOW_PROCESS_ENV, "1")
+    assert resolve("auto").name == "process"
+
+
+def test_process_label_says_it_is_not_a_boundary():
+    with Sandbox("process", workers=1) as sb:
+        assert "NOT a security boundary" in sb.run("pass").isolation
+
+
+def test_unknown_backend_lists_valid_names():
+    with pytest.raises(ValueError, match="bwrap"):
+        Sandbox("firecracker")
+
+
+def test_sandbox_imports_no_heavy_packages():
+    out = subprocess.run(
+        [os.sys.executable, "-c", "import sys, sandbox, sandbox.pool; "
+         "print([m for m in ('torch', 'pipeline', 'rewards') if m in sys.modules])"],
+        capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
