@@ -76,7 +76,7 @@ def _failures(records: list[dict], limit: int = 3) -> list[str]:
         return []
     lines = ["## Examples of failures (first sample)", ""]
     for r in shown:
-        text = r["completions"][0].strip().replace("\n", " ")[:300] or "(empty completion)"
+        text = r["completions"][0].strip().replace("\n", " ")[:300] or "(blank completion)"
         lines += [f"- `{r['id']}` gold `{r['gold']}`, extracted `{r['preds'][0]}` "
                   f"({r['reasons'][0]}): {text}", ""]
     return lines
