@@ -173,3 +173,52 @@ def test_model_path_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a model directory"):
         resolve_model_path("runs/does/not/exist")
     assert resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+class ScriptedEngine:
+    """A RolloutEngine that answers each prompt with scripted completions (no model)."""
+
+    def __init__(self, script):
+        self.script = script  # prompt -> list of n completions
+
+    def generate(self, prompts, n, params):
+        from pipeline.rollout.base import Sample
+        return [[Sample(prompt=p, prompt_ids=[], completion=c, completion_ids=[0], finish_reason="stop")
+                 for c in self.script[p][:n]] for p in prompts]
+
+    def close(self):
+        pass
+
+
+def test_reference_solutions_grade_correct_and_metrics_match_hand_values(prepared, tmp_path):
+    from evals.data import load_eval_problems
+    from pipeline.prompts import build_prompt
+
+    problems = load_eval_problems("gsm8k", "test", str(prepared), limit=10)
+    script = {}
+    for p in problems:
+        wrong = p["solution"].rsplit("####", 1)[0] + "#### 99999"
+        # samples: wrong answer, reference, reference, no answer at all
+        script[build_prompt(p["question"], template="gsm8k", chat=False)] = [
+            wrong, p["solution"], p["solution"], "I do not know."]
+    summary = evaluate(None, None, problems, engine=ScriptedEngine(script), chat=False, n_samples=4,
+                       temperature=1.0, ks=[1, 2, 4], style="gsm8k", output_dir=tmp_path, progress=False)
+    assert summary["accuracy"] == pytest.approx(0.5)
+    # c=2 of n=4 correct on every problem: pass@2 = 1 - C(2,2)/C(4,2), pass@4 = 1
+    assert summary["pass@k"] == {"1": pytest.approx(0.5), "2": pytest.approx(1 - 1 / 6), "4": pytest.approx(1.0)}
+    # maj@1 takes the wrong answer, maj@2 ties 1-1 and the earlier (wrong) answer wins,
+    # maj@4 has the reference answer twice against once
+    assert summary["maj@k"] == {"1": 0.0, "2": 0.0, "4": 1.0}
+    assert summary["extraction_failure_rate"] == pytest.approx(0.25)
+    assert summary["failure_reasons"] == {"not equal": 10, "no answer found": 10}
+
+
+def test_math500_reference_solutions_all_grade_correct(prepared):
+    from evals.data import load_eval_problems
+    from pipeline.prompts import build_prompt
+
+    problems = load_eval_problems("math500", "test", str(prepared), limit=20)
+    script = {build_prompt(p["question"], template="math", chat=False): [p["solution"]] for p in problems}
+    summary = evaluate(None, None, problems, engine=ScriptedEngine(script), template="math", chat=False,
+                       style="math", progress=False, dataset="math500")
+    assert summary["accuracy"] == 1.0, summary["failure_reasons"]
