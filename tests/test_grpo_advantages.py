@@ -132,9 +132,10 @@ def _naive_process(step_rewards, step_ends, lengths, group_size):
     return out
 
 
-def test_process_loop_vs_vectorised():
-    gen = random.Random(1)
-    group_size, n = 4, 12
+@pytest.mark.parametrize("seed,group_size", [(1, 4), (2, 2), (3, 3), (4, 1), (5, 6)])
+def test_process_loop_vs_vectorised(seed, group_size):
+    gen = random.Random(seed)
+    n = 12
     lengths = [gen.randint(1, 9) for _ in range(n)]
     ends = [sorted(gen.sample(range(length), gen.randint(0, length))) for length in lengths]
     rewards = [[gen.choice([0.0, 0.5, 1.0]) for _ in e] for e in ends]

@@ -250,3 +250,14 @@ def test_argument_errors():
         policy_loss(x, x, x, torch.zeros(2), m, kl_estimator="k4")
     with pytest.raises(ValueError):
         policy_loss(x, x, x, torch.zeros(2), m, num_tokens=4)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_fully_masked_batch_is_zero_and_finite(loss_type):
+    # e.g. every completion truncated under mask_truncated: no signal, no NaN.
+    logp = torch.randn(3, 4, requires_grad=True)
+    loss, stats = policy_loss(logp, logp.detach() + 1, logp.detach() - 1, torch.ones(3), torch.zeros(3, 4),
+                              loss_type=loss_type, max_completion_length=4)
+    loss.backward()
+    assert loss.item() == 0.0 and (logp.grad == 0).all()
+    assert stats["num_tokens"] == 0 and all(math.isfinite(v) for v in stats.values())

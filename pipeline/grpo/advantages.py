@@ -104,10 +104,9 @@ def reward_with_kl(
     `outcome_advantages`. Returns [N], no gradient.
     """
     with torch.no_grad():
-        m = mask.to(torch.bool)
-        k1 = torch.where(m, logp.float() - ref_logp.float(), torch.zeros((), device=logp.device))
-        penalty = beta * k1.sum(dim=1)  # [N]
-        return (rewards.float() - penalty).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+        r = rewards if rewards.is_floating_point() else rewards.float()
+        k1 = torch.where(mask.to(torch.bool), logp.to(r.dtype) - ref_logp.to(r.dtype), 0.0)  # [N, T]
+        return r - beta * k1.sum(dim=1)  # [N]
 
 
 def _check_rewards(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

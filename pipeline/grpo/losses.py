@@ -127,8 +127,8 @@ def _stats(loss, ratio, adv, kl, m, mf, clip_low, clip_high):
         high.sum() / count,
         (low | high).sum() / count,
         (ratio * mf).sum() / count,
-        torch.where(m, ratio, big).min() if m.any() else torch.ones((), device=mf.device),
-        torch.where(m, ratio, -big).max() if m.any() else torch.ones((), device=mf.device),
+        torch.where(m.any(), torch.where(m, ratio, big).min(), 1.0),  # no host sync for empty batches
+        torch.where(m.any(), torch.where(m, ratio, -big).max(), 1.0),
         (adv.abs().expand_as(mf) * mf).sum() / count,
         mf.sum(),
     ]).float()
