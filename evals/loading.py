@@ -12,8 +12,6 @@ import json
 import re
 from pathlib import Path
 
-import torch
-
 MODEL_FILES = ("config.json", "adapter_config.json")
 
 
@@ -42,33 +40,29 @@ def _step_dirs(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"step_\d+", p.name)]
 
 
-def pick_device(device: str = "auto") -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
-def _load_full(name_or_path: str, dtype: str, device: str):
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=getattr(torch, dtype))
-    return model.to(device)
-
-
 def load_for_eval(name_or_path: str, dtype: str = "float32", device: str = "auto"):
     """(model in eval mode, tokenizer, resolved path) for any supported model source."""
-    from transformers import AutoTokenizer
+    from pipeline.models import load_policy, resolve_device
     path = resolve_model_path(name_or_path)
-    device = pick_device(device)
+    device = resolve_device(device)
     adapter_cfg = Path(path) / "adapter_config.json"
     if adapter_cfg.is_file():
         from peft import PeftModel
-        base_name = json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
-        base = _load_full(resolve_model_path(base_name), dtype, device)
+        from transformers import AutoTokenizer
+        base_path = resolve_model_path(json.loads(adapter_cfg.read_text())["base_model_name_or_path"])
+        base, tokenizer = load_policy(base_path, dtype, device)
         model = PeftModel.from_pretrained(base, path).merge_and_unload()
-        has_tok = (Path(path) / "tokenizer_config.json").is_file()
-        tokenizer = AutoTokenizer.from_pretrained(path if has_tok else resolve_model_path(base_name))
+        if (Path(path) / "tokenizer_config.json").is_file():  # the trainer saves it next to the adapter
+            tokenizer = AutoTokenizer.from_pretrained(path)
     else:
-        model = _load_full(path, dtype, device)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        model, tokenizer = load_policy(path, dtype, device)
     model.eval()
     return model, tokenizer, path
+
+
+def adapter_base(path: str) -> str | None:
+    """The base model of a LoRA adapter folder, or None for a full model."""
+    adapter_cfg = Path(path) / "adapter_config.json"
+    if not adapter_cfg.is_file():
+        return None
+    return resolve_model_path(json.loads(adapter_cfg.read_text())["base_model_name_or_path"])

@@ -62,7 +62,9 @@ def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: s
         engine = HFEngine(model, tokenizer, batch_size=batch_size)
     prompts = [build_prompt(p["question"], template=template, tokenizer=tokenizer, chat=chat,
                             examples=list(examples)) for p in problems]
-    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    # Greedy decoding needs no seed; not seeding leaves the caller's RNG alone (trainer's eval).
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                            seed=seed if temperature > 0 else None)
     records = generate_records(engine, problems, prompts, n=n_samples, params=params, progress=progress)
     score_records(records, style=style, ks=ks, timeout=timeout, progress=progress)
     summary = {"model": model_name, "dataset": dataset, **summarize(records, ks),
@@ -111,10 +113,19 @@ def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
 
 
 def make_engine(cfg: RunConfig, model, tokenizer, model_path: str):
-    """The rollout engine named by ``rollout.engine`` (vLLM imported only when asked for)."""
+    """The rollout engine named by ``rollout.engine`` (vLLM imported only when asked for).
+
+    vLLM loads full models only: for a LoRA adapter it starts on the base model and then takes
+    the merged weights of ``model`` through ``sync_weights``.
+    """
     if cfg.rollout.engine == "vllm":
-        from pipeline.rollout import vllm_engine  # optional extra; needs vllm installed
-        return vllm_engine.from_config(cfg, model_path, tokenizer)
+        from evals.loading import adapter_base
+        from pipeline.rollout.vllm_engine import VLLMEngine  # optional extra; needs vllm installed
+        base = adapter_base(model_path)
+        engine = VLLMEngine(base or model_path, cfg.rollout, dtype=cfg.model.dtype, seed=cfg.seed)
+        if base:
+            engine.sync_weights(model)
+        return engine
     from pipeline.rollout.hf_engine import HFEngine
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size)
 
