@@ -2,11 +2,13 @@
 
 math-verify/sympy can take unbounded time and memory on hostile input (`9^{9^{9^9}}`), and
 math-verify's own timeout uses `signal.alarm`, which only works in the main thread. So the
-symbolic check never runs in the caller: a small pool of worker processes (forked from a
-forkserver that has sympy and math-verify preloaded, so a respawn costs milliseconds) takes
-one (pred, gold) pair at a time. The caller waits on the pipe with a hard wall deadline; on
-timeout it SIGKILLs the worker and starts a fresh one. Each worker caps its address space
-(RLIMIT_AS), so a blow-up ends in MemoryError inside the worker, not in the caller.
+symbolic check never runs in the caller: a small pool of worker subprocesses
+(`python -m rewards.symbolic`, plain interpreters, so the caller's script is never
+re-imported the way multiprocessing spawn/forkserver children re-import `__main__`) takes one
+(pred, gold) pair at a time over a JSON-lines pipe. The caller waits on the pipe with a hard
+wall deadline (`select`); on timeout it SIGKILLs the worker and starts a fresh one in the
+background (about a second of imports, off the caller's clock). Each worker caps its address
+space (RLIMIT_AS), so a blow-up ends in MemoryError inside the worker, not in the caller.
 
 Thread-safe: any number of threads may call `SymbolicPool.compare` at once; each borrows one
 idle worker. A call never takes longer than its timeout (plus a few milliseconds).
@@ -14,14 +16,18 @@ idle worker. A call never takes longer than its timeout (plus a few milliseconds
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import json
 import os
 import queue
+import select
+import subprocess
+import sys
 import threading
 import time
 
 EQUAL, NOT_EQUAL, PARSE_ERROR, TIMEOUT = "equal", "not equal", "parse error", "timeout"
 _READY = "ready"
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def symbolic_equal(pred: str, gold: str) -> str:
@@ -34,8 +40,14 @@ def symbolic_equal(pred: str, gold: str) -> str:
     if not g or not p:
         return PARSE_ERROR
     g, p = _exact(g, sympy), _exact(p, sympy)
+    if _is_eq(g[0], sympy) != _is_eq(p[0], sympy):
+        return NOT_EQUAL  # "2x+y=0" is not the answer "0"; only "x = 5" vs "5" (normalised away)
     ok = verify(g, p, timeout_seconds=None, float_rounding=15)
     return EQUAL if ok else NOT_EQUAL
+
+
+def _is_eq(x, sympy) -> bool:
+    return isinstance(x, sympy.Equality)
 
 
 def _exact(parsed: list, sympy) -> list:
@@ -53,7 +65,8 @@ def _exact(parsed: list, sympy) -> list:
     return out
 
 
-def _worker_main(conn, memory_mb: int) -> None:
+def _worker_main(memory_mb: int) -> None:
+    """Worker loop: one JSON request per stdin line, one JSON answer per stdout line."""
     try:
         import resource
 
@@ -63,54 +76,72 @@ def _worker_main(conn, memory_mb: int) -> None:
         pass
     import logging
 
-    import math_verify  # noqa: F401  (already loaded in the forkserver; cheap here)
+    import math_verify  # noqa: F401  (imported before "ready" so the first check is fast)
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # "timeout disabled" notes
-
-    conn.send(_READY)
-    while True:
+    out = sys.stdout
+    out.write(json.dumps(_READY) + "\n")
+    out.flush()
+    for line in sys.stdin:
         try:
-            pred, gold = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
+            pred, gold = json.loads(line)
             result = symbolic_equal(pred, gold)
         except MemoryError:
             result = TIMEOUT
         except Exception:  # noqa: BLE001 - any sympy failure means "cannot decide"
             result = PARSE_ERROR
-        conn.send(result)
+        out.write(json.dumps(result) + "\n")
+        out.flush()
 
 
 class _Worker:
-    def __init__(self, ctx, memory_mb: int):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, memory_mb), daemon=True)
-        self.proc.start()
-        child.close()
+    """One worker subprocess (`python -m rewards.symbolic`): a plain interpreter, so it never
+    re-imports the caller's `__main__` the way multiprocessing's spawn/forkserver would."""
+
+    def __init__(self, memory_mb: int):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PKG_PARENT, env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rewards.symbolic", str(memory_mb)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, close_fds=True, start_new_session=True)
+        self._buf = b""
         self.ready = False
 
+    def _read_line(self, deadline: float) -> str | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise EOFError("worker exited")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
     def wait_ready(self, deadline: float) -> bool:
-        if not self.ready and self.conn.poll(max(0.0, deadline - time.monotonic())):
-            self.ready = self.conn.recv() == _READY
+        if not self.ready:
+            self.ready = self._read_line(deadline) == _READY
         return self.ready
+
+    def ask(self, pred: str, gold: str, deadline: float) -> str | None:
+        self.proc.stdin.write((json.dumps([pred, gold]) + "\n").encode())
+        self.proc.stdin.flush()
+        return self._read_line(deadline)
 
     def kill(self) -> None:
         try:
             self.proc.kill()
-            self.proc.join(timeout=1.0)
+            self.proc.wait(timeout=1.0)
         except Exception:  # noqa: BLE001
             pass
-        self.conn.close()
-
-
-def _context():
-    methods = mp.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sympy", "math_verify", "rewards.symbolic"])
-        return ctx
-    return mp.get_context("spawn")
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 class SymbolicPool:
@@ -119,7 +150,6 @@ class SymbolicPool:
     def __init__(self, workers: int = 2, memory_mb: int = 2048):
         self.size = max(1, workers)
         self.memory_mb = memory_mb
-        self._ctx = _context()
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._lock = threading.Lock()
         self._all: list[_Worker] = []
@@ -130,7 +160,7 @@ class SymbolicPool:
 
     def _spawn(self) -> None:
         with self._lock:
-            w = _Worker(self._ctx, self.memory_mb)
+            w = _Worker(self.memory_mb)
             self._all.append(w)
         self._idle.put(w)
 
@@ -154,16 +184,21 @@ class SymbolicPool:
                 w = self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return TIMEOUT
-            if not w.wait_ready(deadline):
+            try:
+                ready = w.wait_ready(deadline)
+            except (EOFError, OSError, ValueError):
+                self._retire(w)
+                self._spawn()
+                return TIMEOUT
+            if not ready:
                 self._idle.put(w)  # still starting; another caller may get it ready in time
                 return TIMEOUT
             try:
-                w.conn.send((pred, gold))
-                if w.conn.poll(max(0.0, deadline - time.monotonic())):
-                    result = w.conn.recv()
+                result = w.ask(pred, gold, deadline)
+                if result is not None:
                     self._idle.put(w)
                     return result
-            except (EOFError, OSError, BrokenPipeError):
+            except (EOFError, OSError, ValueError):
                 self._retire(w)
                 self._spawn()
                 if time.monotonic() >= deadline:
@@ -195,3 +230,7 @@ def get_pool(workers: int | None = None) -> SymbolicPool:
         elif workers and workers > len(_POOL._all):
             _POOL.resize(workers)
         return _POOL
+
+
+if __name__ == "__main__":
+    _worker_main(int(sys.argv[1]) if len(sys.argv) > 1 else 2048)
