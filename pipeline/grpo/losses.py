@@ -87,8 +87,10 @@ def policy_loss(
         seq = log_ratio.sum(dim=1, keepdim=True) / mf.sum(dim=1, keepdim=True).clamp(min=1)  # [N, 1]
         log_ratio = seq.expand_as(log_ratio)
     ratio = torch.exp(log_ratio)  # [N, T]
-    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages  # [N, 1] or [N, T]
-    adv = adv.to(logp.dtype)
+    if advantages.dim() == 1:
+        adv = advantages.to(logp.dtype).unsqueeze(1)  # [N, 1]
+    else:
+        adv = torch.where(m, advantages.to(logp.dtype), zero)  # [N, T]
     clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     surrogate = torch.minimum(ratio * adv, clipped * adv)  # [N, T]
     if is_weights is not None:
