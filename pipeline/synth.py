@@ -80,10 +80,13 @@ def make_problem(rng: random.Random, cfg: DataConfig) -> tuple[str, list[Step], 
     n_steps = rng.randint(cfg.synth_min_steps, cfg.synth_max_steps)
     steps: list[Step] = []
     while len(steps) < n_steps:
-        op = rng.choice(cfg.synth_ops)
-        b = _operand(rng, op, value, cfg)
-        if b is None:
-            op, b = "+", _operand(rng, "+", value, cfg) or 1  # fallback always possible
+        # The drawn op may be impossible (e.g. * at the value cap): try the others, then + / -,
+        # one of which always fits because synth_max_value >= 2 * synth_max_number.
+        first = rng.choice(cfg.synth_ops)
+        for op in [first, *rng.sample(cfg.synth_ops, len(cfg.synth_ops)), "+", "-"]:
+            b = _operand(rng, op, value, cfg)
+            if b is not None:
+                break
         pronoun = name if not steps else "He" if name in ("Tom", "Ben", "Sam", "Max", "Leo", "Raj") else "She"
         sentence = rng.choice(PHRASES[op][1]).format(p=pronoun, n=name, f=friend, b=b, item=item)
         result = apply(op, value, b)
