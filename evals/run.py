@@ -26,7 +26,7 @@ from evals.data import few_shot_examples, load_eval_problems
 from evals.harness import generate_records, score_records, summarize
 from evals.report import write_outputs
 from pipeline.config import RunConfig
-from pipeline.prompts import build_prompt
+from pipeline.prompts import build_prompt, get_template
 from pipeline.rollout.base import SamplingParams
 
 
@@ -134,6 +134,10 @@ def main(cfg: RunConfig) -> int:
     from evals.loading import load_for_eval
     model, tokenizer, path = load_for_eval(cfg.model.name_or_path, cfg.model.dtype, cfg.device)
     out = default_output_dir(cfg, path)
+    style = get_template(cfg.prompt.template).style
+    if cfg.eval.dataset in ("math", "math500") and style != "math":
+        print(f"eval: note: prompt.template={cfg.prompt.template} asks for '#### answer' on {cfg.eval.dataset}; "
+              "MATH evals usually use prompt.template=math (\\boxed{} answers)")
     engine = make_engine(cfg, model, tokenizer, path)
     try:
         summary = evaluate_with_config(model, tokenizer, cfg, engine=engine, output_dir=out, progress=True)
