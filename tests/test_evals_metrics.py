@@ -89,3 +89,11 @@ def test_mean_accuracy():
     assert mean_accuracy([[True, False], [True, True], [False, False]]) == pytest.approx((0.5 + 1 + 0) / 3)
     assert mean_accuracy([]) == 0.0
     assert mean([]) == 0.0
+
+
+def test_majority_vote_with_the_real_grader_clusters_latex_forms():
+    from rewards import is_equiv
+
+    answers = ["\\frac{1}{2}", "3", "0.5", "3", "1/2"]
+    assert majority_vote(answers, 5, is_equiv) == 0  # 1/2 three times beats 3 twice
+    assert majority_vote(answers, 5) == 1  # plain string equality would pick "3"
