@@ -15,7 +15,7 @@ EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
 comma := ,
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup data sft train eval test test-all test-docker test-vllm bench experiment clean help
+.PHONY: setup sandbox-deps data sft train eval test test-all test-docker test-vllm bench experiment clean help
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
@@ -44,8 +44,18 @@ train: setup data
 eval: setup data
 	$(MATHRL) eval --config $(CONFIG) $(OVERRIDES)
 
-test: setup
+test: setup sandbox-deps
 	$(PYTEST) -q
+
+# The sandbox tests need bubblewrap; install it when missing and we are root with apt-get.
+sandbox-deps:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+	  echo "bubblewrap missing: the bwrap sandbox tests will be skipped (apt-get install bubblewrap)"
+
+# Private dockerd (own data-root and socket), image from the host Python, docker-marked tests.
+test-docker: setup
+	PY=$(PY) bash sandbox/test_docker.sh
 
 test-all: setup
 	$(PYTEST) -q -m "not docker and not vllm"

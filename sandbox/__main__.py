@@ -84,14 +84,17 @@ def main(argv=None) -> int:
     r.add_argument("--json", action="store_true", help="print the whole ExecResult as JSON")
     r.set_defaults(fn=cmd_run)
     sub.add_parser("doctor", help="which backends work here").set_defaults(fn=cmd_doctor)
-    b = sub.add_parser("bench", help="latency and throughput vs naive subprocess")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b = sub.add_parser("bench", help="latency and throughput vs naive subprocess",
+                       add_help=False)  # its own options: see `python -m sandbox bench -h`
     b.set_defaults(fn=cmd_bench)
     i = sub.add_parser("build-image", help=f"build {IMAGE} for the docker backend")
     i.add_argument("--source", choices=["host", "registry"], default="host")
     i.add_argument("--tag", default=IMAGE)
     i.set_defaults(fn=cmd_build_image)
-    args = ap.parse_args(argv)
+    args, rest = ap.parse_known_args(argv)
+    if args.cmd != "bench" and rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
     try:
         return args.fn(args)
     except SandboxUnavailable as e:

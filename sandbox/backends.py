@@ -204,7 +204,7 @@ class DockerBackend(Backend):
                 "--memory-swap", f"{mem}m", "--pids-limit", str(spec.nproc * 2 + 16),
                 "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8",
                 "--mount", f"type=bind,src={WORKER},dst={IN_WORKER},readonly",
-                IMAGE, "python3", "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
+                IMAGE, BASE_PYTHON, "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
 
     def kill(self, spec, proc):
         # Killing the docker client does not kill the container: remove it through the engine.
