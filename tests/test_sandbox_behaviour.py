@@ -7,12 +7,14 @@ import glob
 import os
 import secrets
 import subprocess
+import sys
 
 import pytest
 
 import sandbox
 from sandbox import Sandbox, SandboxUnavailable
-from sandbox.backends import ALLOW_PROCESS_ENV, resolve
+import sandbox.pool as pool_mod
+from sandbox.backends import ALLOW_PROCESS_ENV, ProcessBackend, resolve
 from sandbox.testing import (BACKEND_PARAMS, daemon_code, open_pool, procs_of_uids,
                              procs_with_token, require, slot_uids)
 
@@ -118,3 +120,22 @@ def test_sandbox_imports_no_heavy_packages():
          "print([m for m in ('torch', 'pipeline', 'rewards') if m in sys.modules])"],
         capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class _MuteBackend(ProcessBackend):
+    """A unit that says ready and then never answers: the host must kill it at its deadline."""
+
+    def argv(self, spec):
+        hello = "import os, struct, time; b = b'{\"ready\": true}'; "
+        hello += "os.write(1, struct.pack('>I', len(b)) + b); time.sleep(3600)"
+        return [sys.executable, "-c", hello]
+
+
+def test_unresponsive_unit_is_killed_at_host_deadline(monkeypatch):
+    monkeypatch.setattr(pool_mod, "GRACE_S", 0.5)
+    slot = pool_mod.Slot(_MuteBackend(), 256)
+    slot.start()
+    proc = slot.proc
+    r = slot.run({"code": "print(1)", "timeout_s": 0.5})
+    assert r.timed_out and r.exit_code == -9 and 900 <= r.duration_ms < 5000
+    assert proc.poll() is not None and slot.proc is None
