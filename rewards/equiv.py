@@ -19,6 +19,7 @@ from rewards.symbolic import EQUAL, NOT_EQUAL, PARSE_ERROR, TIMEOUT, get_pool
 __all__ = ["is_equiv", "equiv_status", "EQUAL", "NOT_EQUAL", "PARSE_ERROR", "TIMEOUT"]
 
 _MAX_SYMBOLIC_LEN = 1000  # longer answers are compared as strings only
+_MAX_NESTING = 30  # real answers nest brackets a few levels; sympy's parser slows down badly
 _CODE_MARKERS = ("lambda", "__", "import", "exec", "eval(", "os.", "sys.", "open(")
 
 
@@ -35,11 +36,34 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
             return EQUAL if verdict else NOT_EQUAL
         if max(len(a), len(b)) > min(_MAX_SYMBOLIC_LEN, MAX_FAST_LEN):
             return NOT_EQUAL
-        if any(m in a for m in _CODE_MARKERS):
+        if any(m in a for m in _CODE_MARKERS) or _power_tower(a) or _power_tower(b):
             return PARSE_ERROR
         return get_pool().compare(a, b, timeout)
     except Exception:  # noqa: BLE001 - a reward must never raise
         return PARSE_ERROR
+
+
+def _power_tower(s: str) -> bool:
+    """A `^` inside an exponent group (`9^{9^{9}}`), which sympy would try to expand for
+    ever, or brackets nested deeper than any real answer."""
+    stack: list[bool] = []  # for each open brace: is it an exponent group?
+    in_exp = depth = 0
+    for i, c in enumerate(s):
+        depth += (c in "([{") - (c in ")]}")
+        if depth > _MAX_NESTING:
+            return True
+        if c == "^":
+            if in_exp:
+                return True
+            if s[i + 1:i + 2] == "{":
+                stack.append(True)
+                in_exp += 1
+                continue
+        elif c == "{" and (i == 0 or s[i - 1] != "^"):
+            stack.append(False)
+        elif c == "}" and stack:
+            in_exp -= stack.pop()
+    return False
 
 
 def is_equiv(pred: str, gold: str, timeout: float = 5.0) -> bool:

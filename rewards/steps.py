@@ -132,11 +132,13 @@ def _chain_claims(text: str) -> list[bool]:
         run = m.group(0)
         if "=" not in run or "==" in run:
             continue
-        if m.start() > 0 and (text[m.start() - 1].isalpha() or text[m.start() - 1] in "}_"):
+        start = m.start() + len(run) - len(run.lstrip())
+        end = m.end() - (len(run) - len(run.rstrip()))
+        if start > 0 and (text[start - 1].isalpha() or text[start - 1] in "}_"):
             continue  # "5P + 30 = 95", "2x+4 = 120": the run is the tail of an expression
-        if m.end() < len(text) and (text[m.end()].isalpha() or text[m.end()] in "\\{_"):
+        if end < len(text) and (text[end].isalpha() or text[end] in "\\{_"):
             continue  # "100/5 = 5A/5": the last side runs on into a variable
-        before = text[max(0, m.start() - 12): m.start()].split()
+        before = text[max(0, start - 12): start].split()
         if before and before[-1].lower() in _MULT_WORDS:
             continue
         sides = [_side(s) for s in run.split("=")]
