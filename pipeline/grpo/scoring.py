@@ -12,6 +12,7 @@ the same incentives. Character spans become token indices through the tokenizer.
 
 from __future__ import annotations
 
+import importlib
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.grpo.episodes import Episode, char_to_token_ends
@@ -19,21 +20,35 @@ from pipeline.grpo.episodes import Episode, char_to_token_ends
 OUTCOME = "correct"
 
 
-def score_episodes(episodes: list[Episode], weights: dict[str, float], style: str, workers: int) -> None:
-    """Fill ``rewards`` (each component) and ``reward`` (weighted sum) of every episode."""
+def resolve_reward(name: str):
+    """A registry name (`rewards.REWARDS`) or a user function as ``package.module:function``
+    with the registry's signature ``fn(completion, gold, style) -> float``."""
     import rewards
 
-    unknown = [name for name in weights if name not in rewards.REWARDS]
-    if unknown:
-        raise ValueError(f"unknown reward(s) {unknown} in reward.weights; valid: {', '.join(rewards.REWARDS)}")
+    if name in rewards.REWARDS:
+        return rewards.REWARDS[name]
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"reward.weights: cannot import {name!r}: {e}") from None
+    raise ValueError(f"unknown reward {name!r} in reward.weights; valid: {', '.join(rewards.REWARDS)}, "
+                     "or a function given as package.module:function")
+
+
+def score_episodes(episodes: list[Episode], weights: dict[str, float], style: str, workers: int) -> None:
+    """Fill ``rewards`` (each component) and ``reward`` (weighted sum) of every episode.
+    Correctness is always scored and logged, with weight 0 when it is not in ``weights``."""
+    fns = {name: resolve_reward(name) for name in {OUTCOME: 0.0, **weights}}
 
     def score(ep: Episode) -> dict[str, float]:
-        return {name: float(rewards.REWARDS[name](ep.completion, ep.gold, style)) for name in weights}
+        return {name: float(fn(ep.completion, ep.gold, style)) for name, fn in fns.items()}
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         for ep, comps in zip(episodes, pool.map(score, episodes)):
             ep.rewards = comps
-            ep.reward = sum(weights[name] * value for name, value in comps.items())
+            ep.reward = sum(weights.get(name, 0.0) * value for name, value in comps.items())
 
 
 def add_step_rewards(episodes: list[Episode], weights: dict[str, float], tokenizer) -> None:
@@ -48,7 +63,7 @@ def add_step_rewards(episodes: list[Episode], weights: dict[str, float], tokeniz
             ep.step_rewards, ep.step_ends = [ep.reward], [last]
             continue
         ends = char_to_token_ends(tokenizer, ep.completion_ids, [s.end for s in steps])
-        values = [float(s.score) for s in steps]
+        values = [float(s.reward) for s in steps]  # the final step includes the outcome
         values[-1] += extra
         # The last step closes at the last token (EOS included) so no token is left without credit.
         ends[-1] = last

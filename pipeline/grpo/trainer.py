@@ -102,6 +102,8 @@ def train(cfg: RunConfig) -> Path:
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             ref.load_state_dict(policy.state_dict())
         metrics = step_metrics(cfg, batch, update, timer)
+        if cfg.train.eval_every and (step % cfg.train.eval_every == 0 or step == cfg.train.steps):
+            metrics.update(periodic_eval(cfg, policy, tok, engine, run_dir / "eval" / f"step_{step}"))
         log.log(step, metrics)
         log.samples(step, [e.record() for e in batch.episodes[:cfg.train.log_samples]])
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
@@ -238,7 +240,7 @@ def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:
     rewards = torch.tensor([e.reward for e in eps])
     lengths = torch.tensor([len(e.completion_ids) for e in eps], dtype=torch.float32)
     metrics = {"reward/mean": float(rewards.mean()), "reward/std": float(rewards.std()) if len(eps) > 1 else 0.0}
-    for name in cfg.reward.weights:
+    for name in {"correct": 0.0, **cfg.reward.weights}:
         metrics[f"reward/{name}"] = sum(e.rewards.get(name, 0.0) for e in eps) / len(eps)
     metrics.update({
         "zero_std_frac": batch.zero_std_frac, "completion_len/mean": float(lengths.mean()),
@@ -249,6 +251,17 @@ def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:
     })
     metrics.update({f"time/{k}": v for k, v in timer.items() if k != "gen_tokens"})
     return metrics
+
+
+def periodic_eval(cfg, policy, tok, engine, out_dir: Path) -> dict[str, float]:
+    """Greedy accuracy on the task's test split with the live policy (same code as `mathrl eval`)."""
+    from evals.run import evaluate_with_config
+
+    summary = evaluate_with_config(policy, tok, cfg, dataset=cfg.train.task, limit=cfg.train.eval_limit,
+                                   engine=engine, output_dir=out_dir)
+    policy.train()
+    tqdm.write(f"eval: accuracy {summary['accuracy']:.3f} on {summary['n_problems']} {cfg.train.task} problems")
+    return {"eval/accuracy": summary["accuracy"], "eval/extraction_failure_rate": summary["extraction_failure_rate"]}
 
 
 def _all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
