@@ -21,10 +21,14 @@ KNOWN_STAGES = ("build-tiny", "sft", "train", "eval")
 def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
     """Greedy eval of ``model_path`` on the eval section's dataset, outputs in ``out_dir``."""
     from evals.loading import load_for_eval
-    from evals.run import evaluate_with_config
+    from evals.run import evaluate_with_config, make_engine
 
-    model, tok, _ = load_for_eval(model_path, cfg.model.dtype, cfg.device)
-    return evaluate_with_config(model, tok, cfg, output_dir=out_dir, progress=True)
+    model, tok, path = load_for_eval(model_path, cfg.model.dtype, cfg.device)
+    engine = make_engine(cfg, model, tok, path)
+    try:
+        return evaluate_with_config(model, tok, cfg, engine=engine, output_dir=out_dir, progress=True)
+    finally:
+        engine.close()
 
 
 def write_report(run_dir: Path, cfg: RunConfig, before: dict | None, after: dict | None, minutes: float) -> Path:
