@@ -60,6 +60,9 @@ test-docker: setup
 test-all: setup
 	$(PYTEST) -q -m "not docker and not vllm"
 
+experiment: setup data
+	$(MATHRL) experiment --config $(CONFIG) $(OVERRIDES)
+
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

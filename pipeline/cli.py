@@ -2,8 +2,8 @@
 
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
-Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), config (print
-every key with its documentation). Each stage is a ``main(cfg)`` function in its module,
+Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), experiment
+(outcome vs process supervision), config (print every key with its documentation). Each stage is a ``main(cfg)`` function in its module,
 imported only when used so ``mathrl data`` does not pay for torch.
 """
 
@@ -22,6 +22,7 @@ STAGES = {
     "train": ("pipeline.grpo.trainer", "GRPO training (outcome or process supervision)"),
     "eval": ("evals.run", "evaluate a model on gsm8k / math / math500 / gsm-synth"),
     "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
+    "experiment": ("pipeline.experiment", "outcome vs process supervision, 3 seeds each, table + plot"),
 }
 
 
