@@ -44,7 +44,7 @@ train: setup data
 eval: setup data
 	$(MATHRL) eval --config $(CONFIG) $(OVERRIDES)
 
-test: setup sandbox-deps
+test: setup sandbox-deps data
 	$(PYTEST) -q
 
 # The sandbox tests need bubblewrap; install it when missing and we are root with apt-get.
