@@ -197,7 +197,7 @@ class DockerBackend(Backend):
     def argv(self, spec):
         mem = spec.memory_mb + 256
         return ["docker", "run", "-i", "--rm", "--name", spec.name, "--label", f"{LABEL}=1",
-                "--network", "none", "--read-only", "--tmpfs",
+                "--network", "none", "--ipc", "none", "--read-only", "--tmpfs",
                 f"/tmp:rw,exec,size={spec.tmp_mb}m,mode=1777", "--cap-drop", "ALL",
                 "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
                 "--security-opt", "no-new-privileges", "--memory", f"{mem}m",

@@ -136,7 +136,9 @@ class Worker:
 
     def _kill_descendants(self):
         """End every job process; with a slot uid, one helper also empties the scratch."""
-        if self.can_drop:
+        # Every job process descends from this worker (pid 1 of its namespace, or a child
+        # subreaper), so no child and an empty scratch mean nothing is left: skip the helper.
+        if self.can_drop and (_reap() or os.listdir(self.scratch)):
             pid = os.fork()
             if pid == 0:  # kill(-1) as the slot uid: every process of it, atomically
                 try:

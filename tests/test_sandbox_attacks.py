@@ -84,7 +84,7 @@ def test_cannot_write_outside_scratch(sb, request, open_dir):
     mark_gap(request, sb.backend.name, "write_outside")
     target = open_dir / "pwned"
     os.chmod(open_dir, 0o777)  # even a world-writable host dir must stay out of reach
-    code = (f"for p in [{str(target)!r}, '/usr/pwned', '/etc/pwned']:\n"
+    code = (f"for p in [{str(target)!r}, '/usr/pwned', '/etc/pwned', '/dev/shm/pwned']:\n"
             "    try:\n        open(p, 'w').write('x')\n        print('wrote', p)\n"
             "    except OSError as e:\n        print('denied', p, type(e).__name__)")
     r = sb.run(code)
