@@ -121,13 +121,15 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.3
     """vLLM: fraction of GPU memory the colocated engine may take."""
     vllm_max_model_len: int = 2048
-    """vLLM: maximum prompt + completion length."""
+    """vLLM: maximum prompt + completion length (capped at the model's max_position_embeddings)."""
     vllm_enforce_eager: bool = True
     """vLLM: disable CUDA graphs (faster start, needed on CPU)."""
     vllm_sleep_mode: bool = False
     """vLLM (GPU): free the engine's memory during the policy update."""
     tis_cap: float = 0.0
     """Truncated importance sampling cap C for vLLM/trainer logprob mismatch (0 = off)."""
+    seed_per_question: bool = False
+    """Seed each question's samples from (seed, draw index): rank-count independent (on when ranks > 1)."""
 
 
 @dataclass
@@ -214,6 +216,8 @@ class TrainConfig:
     """Sample completions written to samples.jsonl per step."""
     warn_zero_std_frac: float = 0.8
     """Warn when more than this fraction of groups has zero reward variance."""
+    dist_timeout_s: float = 1800.0
+    """torchrun: seconds a rank waits for its peers in a collective before the job stops with an error."""
 
 
 @dataclass

@@ -120,6 +120,11 @@ class QuestionSampler:
             self.pos += 1
         return out
 
+    @property
+    def drawn(self) -> int:
+        """Questions handed out so far in the run (the next question's draw index)."""
+        return self.epoch * len(self.problems) + self.pos
+
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "pos": self.pos}
 
