@@ -2,7 +2,9 @@
 
 Order of work: normalise both strings (`rewards.normalize`); equal strings, numbers, and
 lists/tuples/intervals of numbers are decided there with exact `Fraction` arithmetic. Only
-the rest (radicals, pi, algebra, matrices, equations...) goes to math-verify/sympy in a
+the rest, answers that evaluate to clearly different values are rejected by a small numeric
+evaluator (`rewards.numeric`, a proof by evaluation at generic points); only what is left
+(radicals, pi, algebra, matrices, equations that may be equal) goes to math-verify/sympy in a
 killable worker process (`rewards.symbolic`) under a hard wall-clock timeout.
 
 Conventions (as MATH graders use them): `50\\%` == `50`; decimals are exact, so approximations
@@ -14,6 +16,7 @@ the imaginary unit. Model text is never `eval`-ed: `(lambda: 1)()` is not a numb
 from __future__ import annotations
 
 from rewards.normalize import MAX_FAST_LEN, fast_equiv, normalize
+from rewards.numeric import clearly_different
 from rewards.symbolic import EQUAL, NOT_EQUAL, PARSE_ERROR, TIMEOUT, get_pool
 
 __all__ = ["is_equiv", "equiv_status", "EQUAL", "NOT_EQUAL", "PARSE_ERROR", "TIMEOUT"]
@@ -34,6 +37,8 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
         verdict = fast_equiv(a, b)
         if verdict is not None:
             return EQUAL if verdict else NOT_EQUAL
+        if clearly_different(a, b):
+            return NOT_EQUAL
         if max(len(a), len(b)) > min(_MAX_SYMBOLIC_LEN, MAX_FAST_LEN):
             return NOT_EQUAL
         if any(m in a for m in _CODE_MARKERS) or _power_tower(a) or _power_tower(b):

@@ -30,13 +30,14 @@ _REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\mbox", "\\text"),
             ("\\le ", "\\leq "), ("\\ge ", "\\geq "), ("\\neq", "\\ne"), ("−", "-"),
             ("\\lbrace", "\\{"), ("\\rbrace", "\\}"), ("\\{", "\\{"))
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
-_UNIT_AFTER_NUMBER = re.compile(r"^(.*?[\d}])\s*\\text\{\s*[A-Za-z][A-Za-z .^0-9/]*\}$")
+_UNIT_AFTER_NUMBER = re.compile(r"^(.*?[\d}])\s*\\text\{\s*[A-Za-z][A-Za-z .^0-9/]*\}(?:\^\{?\d\}?)?$")
 _CMD_SPACE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
 _FRAC_SHORT = re.compile(r"\\frac(\d)(\d)")
 _FRAC_SHORT1 = re.compile(r"\\frac(\d)\{")
 _FRAC_SHORT2 = re.compile(r"\\frac\{([^{}]*)\}(\d)")
 _SQRT_SHORT = re.compile(r"\\sqrt(\d+)")
 _LHS_VAR = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
+_LHS_IN = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _CHOICE = re.compile(r"^(?:\(?([A-E])\)?|\(([a-e])\))$")
 _WORD_UNIT = re.compile(r"^(-?[\d.,/]+)\s*(?:[a-zA-Z]{2,}\.?)(?:\s[a-zA-Z]+)?$")
@@ -70,6 +71,7 @@ def normalize(s: str) -> str:
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
     if s.count("=") == 1:
         s = _LHS_VAR.sub("", s)
+    s = _LHS_IN.sub("", s)
     m = _CHOICE.match(s)
     if m:
         s = (m.group(1) or m.group(2)).upper()

@@ -1,0 +1,80 @@
+"""Every reference solution scores 1.0 against its own gold answer; shuffled pairs score ~0.
+
+Reads the shipped raw data (data/raw), with gold answers derived exactly as the data stage
+does: GSM8K = text after the last '####' without commas, MATH = `last_boxed(solution)`.
+The fast tests cover GSM8K test and MATH-500; the slow one all of MATH and GSM8K train+test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from rewards import check, last_boxed, step_rewards
+
+ROOT = Path(__file__).resolve().parents[1] / "data" / "raw"
+# Two MATH train problems whose reference solution boxes nothing (`\boxed{}`): no gold exists.
+EMPTY_GOLD = {"train/number_theory/7115.json", "train/number_theory/7117.json"}
+
+
+def gsm8k(split: str) -> list[tuple[str, str, str]]:
+    with gzip.open(ROOT / "gsm8k" / f"{split}.jsonl.gz", "rt") as f:
+        rows = [json.loads(line) for line in f]
+    return [(f"gsm8k-{split}-{i}", r["answer"], r["answer"].rsplit("####", 1)[1].strip().replace(",", ""))
+            for i, r in enumerate(rows)]
+
+
+def math(path: str) -> list[tuple[str, str, str]]:
+    with gzip.open(ROOT / "math" / path, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["unique_id"], r["solution"], last_boxed(r["solution"])) for r in rows]
+
+
+def _self_failures(rows):
+    return [(rid, gold, check(sol, gold).reason) for rid, sol, gold in rows
+            if rid not in EMPTY_GOLD and check(sol, gold).score != 1.0]
+
+
+def _false_positive_rate(rows, n: int, seed: int = 0) -> float:
+    rng = random.Random(seed)
+    sample = rng.sample(rows, min(n, len(rows)))
+    golds = [g for _, _, g in sample]
+    rng.shuffle(golds)
+    pairs = [(sol, g) for (_, sol, g0), g in zip(sample, golds) if g0 != g]
+    return sum(check(sol, g).score for sol, g in pairs) / len(pairs)
+
+
+def test_gsm8k_test_and_math500_self_consistent():
+    rows = gsm8k("test") + math("math500/test.jsonl.gz")
+    assert len(rows) == 1319 + 500
+    assert _self_failures(rows) == []
+
+
+def test_gsm8k_reference_steps_are_almost_all_true():
+    steps = [s for _, sol, _ in gsm8k("test") for s in step_rewards(sol)]
+    false = sum(s.score == -1 for s in steps)
+    checked = sum(s.score != 0 for s in steps)
+    assert checked > 0.6 * len(steps)
+    assert false / checked < 0.005  # the few are real slips in the reference text
+
+
+def test_shuffled_gsm8k_pairs_score_zero():
+    assert _false_positive_rate(gsm8k("test"), 500) == 0.0
+
+
+@pytest.mark.slow
+def test_all_reference_solutions_self_consistent():
+    rows = gsm8k("train") + gsm8k("test") + math("full/train.jsonl.gz") + math("full/test.jsonl.gz")
+    assert len(rows) == 7473 + 1319 + 7500 + 5000
+    assert {rid for rid, _, gold in rows if not gold} == EMPTY_GOLD
+    assert _self_failures(rows) == []
+
+
+@pytest.mark.slow
+def test_shuffled_math_pairs_false_positive_rate():
+    rows = math("full/train.jsonl.gz") + math("full/test.jsonl.gz")
+    assert _false_positive_rate([r for r in rows if r[2]], 2000) < 0.002
