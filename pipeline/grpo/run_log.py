@@ -88,3 +88,16 @@ def plot_curves(run_dir: Path, out: Path | None = None) -> Path | None:
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+class NullLog:
+    """What ranks other than 0 log to under torchrun: nothing."""
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+    def samples(self, step: int, records: list[dict]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -18,6 +18,7 @@ Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -29,6 +30,7 @@ from tqdm.auto import tqdm
 
 from pipeline.config import RunConfig, save_config
 from pipeline.data_prep import load_problems
+from pipeline.grpo import distributed
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
                                       set_rng_state)
@@ -37,7 +39,7 @@ from pipeline.grpo.components import (QuestionSampler, build_engine, build_optim
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
-from pipeline.grpo.run_log import RunLog, plot_curves
+from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
 from pipeline.grpo.scoring import add_step_rewards, score_episodes
 from pipeline.prompts import build_prompt
 from pipeline.rollout.base import SamplingParams
@@ -64,21 +66,25 @@ class Batch:
 def main(cfg: RunConfig) -> int:
     try:
         run_dir = train(cfg)
-    except TrainingError as e:
+    except (TrainingError, distributed.PeerLost) as e:
         print(f"mathrl train: {e}")
         return 1
-    print(f"run directory: {run_dir}")
+    distributed.print0(f"run directory: {run_dir}")
     return 0
 
 
 def train(cfg: RunConfig) -> Path:
+    distributed.init(cfg.train.dist_timeout_s)  # no-op outside torchrun; rank 0 alone writes files
+    main_rank = distributed.is_main()
     _validate(cfg)
     run_dir = Path(cfg.output_dir) / cfg.name
     ckpt = find_resume(run_dir, cfg.train.resume)
     state = load_trainer_state(ckpt) if ckpt is not None else None
-    save_config(cfg, run_dir / "config.yaml")
+    if main_rank:
+        save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     policy, tok, ref = build_policy(cfg, ckpt)
+    distributed.broadcast_params(policy)
     opt, sched = build_optimizer(cfg, policy)
     sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
     start = 0
@@ -87,12 +93,13 @@ def train(cfg: RunConfig) -> Path:
         sched.load_state_dict(state["scheduler"])
         sampler.load_state_dict(state["sampler"])
         start = state["step"]
-        print(f"resuming from {ckpt} (step {start})")
+        distributed.print0(f"resuming from {ckpt} (step {start})")
     engine = build_engine(cfg, policy, tok)
-    log = RunLog(run_dir, resume_step=start)
+    log = RunLog(run_dir, resume_step=start) if main_rank else NullLog()
     if state is not None:
         set_rng_state(state["rng"])
-    bar = tqdm(range(start + 1, cfg.train.steps + 1), initial=start, total=cfg.train.steps, desc="grpo")
+    bar = tqdm(range(start + 1, cfg.train.steps + 1), initial=start, total=cfg.train.steps, desc="grpo",
+               disable=not main_rank)
     for step in bar:
         timer: dict[str, float] = {}
         batch = make_batch(cfg, policy, ref, tok, engine, sampler, timer)
@@ -101,14 +108,16 @@ def train(cfg: RunConfig) -> Path:
             engine.sync_weights(policy)
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             ref.load_state_dict(policy.state_dict())
-        metrics = step_metrics(cfg, batch, update, timer)
-        if cfg.train.eval_every and (step % cfg.train.eval_every == 0 or step == cfg.train.steps):
+        view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
+        metrics = step_metrics(cfg, view, update, timer)
+        if cfg.train.eval_every and main_rank and (step % cfg.train.eval_every == 0 or step == cfg.train.steps):
             metrics.update(periodic_eval(cfg, policy, tok, engine, run_dir / "eval" / f"step_{step}"))
         log.log(step, metrics)
-        log.samples(step, [e.record() for e in batch.episodes[:cfg.train.log_samples]])
+        log.samples(step, [e.record() for e in view.episodes[:cfg.train.log_samples]])
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
-        _warn_zero_std(cfg, step, batch.zero_std_frac)
-        if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
+        if main_rank:
+            _warn_zero_std(cfg, step, view.zero_std_frac)
+        if main_rank and (step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0)):
             trainer_state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                              "sampler": sampler.state_dict()}
             save_checkpoint(run_dir, step, policy, tok, trainer_state, keep=cfg.train.keep_checkpoints,
@@ -116,10 +125,13 @@ def train(cfg: RunConfig) -> Path:
         if os.environ.get(CRASH_ENV) == str(step):
             os.kill(os.getpid(), signal.SIGKILL)
     log.close()
-    policy.save_pretrained(run_dir / "final")
-    tok.save_pretrained(run_dir / "final")
-    plot_curves(run_dir)
+    if main_rank:
+        policy.save_pretrained(run_dir / "final")
+        tok.save_pretrained(run_dir / "final")
+        plot_curves(run_dir)
     engine.close()
+    distributed.barrier("final barrier")  # the job ends once final/ is written
+    distributed.close()
     return run_dir
 
 
@@ -145,7 +157,9 @@ def make_batch(cfg, policy, ref, tok, engine, sampler, timer) -> Batch:
                                  [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps)
         adv = torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
     else:
-        adv = outcome_advantages(rewards, g, cfg.train.adv_scale, cfg.train.adv_eps)
+        # over every rank's rewards, so batch-std scaling sees the global batch; keep this rank's rows
+        adv = outcome_advantages(distributed.gather_cat(rewards), g, cfg.train.adv_scale, cfg.train.adv_eps)
+        adv = adv[distributed.rank() * len(rewards):][:len(rewards)]
     is_weights, mismatch = _tis(cfg, episodes, old, mask)
     return Batch(episodes, packed, adv, old if cfg.train.num_iterations > 1 else None,
                  ref_logp if cfg.train.kl_in == "loss" else None, is_weights, zero_std_frac, mismatch)
@@ -159,7 +173,9 @@ def collect_groups(cfg, engine, tok, sampler, timer) -> tuple[list[Episode], flo
     zero_groups = total_groups = 0
     rounds = 1 + (cfg.train.max_resample_rounds if cfg.train.dynamic_sampling else 0)
     for _ in range(rounds):
-        groups = rollout(cfg, engine, tok, sampler.take(want - len(kept)), timer)
+        first = sampler.drawn  # every rank draws the global list and keeps its own shard
+        mine, offset = distributed.shard(sampler.take(want - len(kept)))
+        groups = rollout(cfg, engine, tok, mine, timer, first + offset)
         for group in groups:
             flat = max(e.reward for e in group) == min(e.reward for e in group)
             zero_groups += flat
@@ -177,13 +193,18 @@ def collect_groups(cfg, engine, tok, sampler, timer) -> tuple[list[Episode], flo
     return episodes, zero_groups / max(1, total_groups)
 
 
-def rollout(cfg, engine, tok, problems: list[dict], timer) -> list[list[Episode]]:
+def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0) -> list[list[Episode]]:
     prompts = [build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
                for p in problems]
     params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
                             cfg.rollout.top_k)
     with _timed(timer, "rollout"):
-        samples = engine.generate(prompts, cfg.rollout.group_size, params)
+        if cfg.rollout.seed_per_question or distributed.world_size() > 1:
+            # one seeded call per question: its samples do not depend on the rank or batch mates
+            samples = [engine.generate([p], cfg.rollout.group_size, dataclasses.replace(
+                params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))[0] for i, p in enumerate(prompts)]
+        else:
+            samples = engine.generate(prompts, cfg.rollout.group_size, params)
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
                        gold=p["answer"], engine_logprobs=s.logprobs) for j, s in enumerate(group)]
@@ -198,7 +219,8 @@ def optimise(cfg, policy, ref, opt, sched, batch: Batch, step: int, run_dir: Pat
     """mu passes over the batch, one optimizer step each; returns averaged loss statistics."""
     n = len(batch.episodes)
     mask = _loss_mask(cfg, batch.episodes, batch.packed)
-    total_tokens = float(mask.sum())
+    # Scale by GLOBAL counts: the gradients summed over ranks then equal one process's on the whole batch.
+    n_all, total_tokens = distributed.all_reduce_sum([n, float(mask.sum())])
     sums: dict[str, float] = {}
     grad_norms = []
     with _timed(timer, "update"):
@@ -221,17 +243,19 @@ def optimise(cfg, policy, ref, opt, sched, batch: Batch, step: int, run_dir: Pat
                 if not torch.isfinite(loss):
                     _stop_non_finite(run_dir, step, "loss")
                 # bnpo/dapo already divide by the whole batch's tokens; the others average rows.
-                scale = 1.0 if cfg.train.loss_type in ("bnpo", "dapo") else m / n
+                scale = 1.0 if cfg.train.loss_type in ("bnpo", "dapo") else m / n_all
                 (loss * scale).backward()
                 for k, v in stats.items():
-                    sums[k] = sums.get(k, 0.0) + float(v) * m / n / cfg.train.num_iterations
+                    sums[k] = sums.get(k, 0.0) + float(v) * m / n_all / cfg.train.num_iterations
             params = [p for p in policy.parameters() if p.requires_grad]
+            distributed.all_reduce_grads(params)
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm or float("inf"))
             if not torch.isfinite(norm):
                 _stop_non_finite(run_dir, step, "gradient norm")
             grad_norms.append(float(norm))
             opt.step()
             sched.step()
+    sums = dict(zip(sums, distributed.all_reduce_sum(list(sums.values()))))
     return {**sums, "grad_norm": sum(grad_norms) / len(grad_norms), "lr": sched.get_last_lr()[0]}
 
 
@@ -298,6 +322,13 @@ def _validate(cfg: RunConfig) -> None:
         raise TrainingError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
     if t.micro_batch_size < 1 or t.questions_per_step < 1 or t.num_iterations < 1:
         raise TrainingError("train.micro_batch_size, questions_per_step and num_iterations must be >= 1")
+    ranks = distributed.world_size()
+    if t.questions_per_step % ranks:
+        raise TrainingError(f"train.questions_per_step={t.questions_per_step} must be divisible by the number of "
+                            f"ranks ({ranks}): it is the global batch, split evenly across ranks")
+    if ranks > 1 and t.dynamic_sampling:
+        raise TrainingError("train.dynamic_sampling is not implemented with more than one rank yet; "
+                            "turn it off or run on one process")
 
 
 def _warn_zero_std(cfg, step: int, frac: float) -> None:
