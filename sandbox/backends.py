@@ -46,6 +46,7 @@ class SlotSpec:
 class Backend:
     name = ""
     isolation = ""
+    own_cgroup = True  # the pool puts each unit in its own cgroup when the host allows it
 
     def available(self) -> tuple[bool, str]:
         raise NotImplementedError
@@ -147,7 +148,7 @@ class BwrapBackend(Backend):
     name = "bwrap"
     isolation = ("bubblewrap namespaces (pid, net, mount, ipc, uts): no network, read-only "
                  "/usr + Python only, private tmpfs, own unprivileged uid, rlimits (memory, "
-                 "processes, file size, CPU); no cgroup memory cap")
+                 "processes, file size, CPU)")
 
     def argv(self, spec, command: list[str] | None = None):
         root = os.geteuid() == 0
@@ -190,6 +191,7 @@ def _bwrap_probe() -> tuple[bool, str]:
 
 class DockerBackend(Backend):
     name = "docker"
+    own_cgroup = False  # the engine gives each container its memory and pids cgroup
     isolation = ("docker container: no network, read-only image root, private tmpfs, all caps "
                  "dropped (worker keeps setuid/kill), no-new-privileges, own unprivileged uid, "
                  "memory + pids cgroup limits, rlimits")

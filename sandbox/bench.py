@@ -43,7 +43,7 @@ def measure_naive(jobs: int) -> dict:
 
 def measure_backend(name: str, jobs: int) -> dict:
     with Sandbox(name, workers=2) as sb:
-        sb.map([CODE] * 4)  # warm both slots
+        sb.warm()
         lat = []
         for _ in range(jobs):
             t = time.perf_counter()

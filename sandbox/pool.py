@@ -19,10 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 from .backends import Backend, SlotSpec, resolve
+from .cgroups import SlotCgroup
 from .result import ExecResult, SandboxUnavailable
 from .worker import read_frame, write_frame
 
 GRACE_S = 3.0
+CGROUP_OVERHEAD_MB = 128  # the worker and its helper, on top of the job's memory_mb
 START_TIMEOUT_S = 60.0
 
 
@@ -34,14 +36,23 @@ class Slot:
         self.memory_mb = memory_mb
         self.proc: subprocess.Popen | None = None
         self.spec: SlotSpec | None = None
+        self.cg: SlotCgroup | None = None
+        self.isolation = backend.isolation
         self._errlog = None
 
     def start(self) -> None:
         self.spec = SlotSpec(memory_mb=self.memory_mb)
         self._errlog = tempfile.TemporaryFile()
+        kw = self.backend.popen_kwargs()
+        if self.backend.own_cgroup:
+            self.cg = SlotCgroup.create(self.spec.name, self.memory_mb + CGROUP_OVERHEAD_MB,
+                                        self.spec.nproc + 16)
+            kw["preexec_fn"] = self.cg.enter if self.cg else None
+            self.isolation = self.backend.isolation + "; " + (
+                self.cg.label if self.cg else "no cgroup (memory capped per process only)")
         self.proc = subprocess.Popen(self.backend.argv(self.spec), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._errlog, bufsize=0,
-                                     **self.backend.popen_kwargs())
+                                     **kw)
         hello = self._read(time.monotonic() + START_TIMEOUT_S)
         if not (isinstance(hello, dict) and hello.get("ready")):
             detail = self._stderr_tail()
@@ -53,6 +64,7 @@ class Slot:
             self.close()
             self.start()
         t0 = time.monotonic()
+        ooms = self.cg.oom_kills() if self.cg else 0
         try:
             write_frame(self.proc.stdin.fileno(), req)
             res = self._read(t0 + float(req["timeout_s"]) + GRACE_S)
@@ -66,7 +78,9 @@ class Slot:
                    "timed_out": timed_out, "oom": False, "output_truncated": False,
                    "duration_ms": (time.monotonic() - t0) * 1000.0}
         res.pop("error", None)
-        return ExecResult(backend=self.backend.name, isolation=self.backend.isolation, **res)
+        if self.cg and self.cg.oom_kills() > ooms:  # the kernel OOM-killed something of this job
+            res["oom"] = True
+        return ExecResult(backend=self.backend.name, isolation=self.isolation, **res)
 
     def _read(self, deadline: float):
         fd = self.proc.stdout.fileno()
@@ -92,6 +106,9 @@ class Slot:
                 except OSError:
                     pass
             self.proc = None
+        if self.cg is not None:
+            self.cg.destroy()
+            self.cg = None
         if self.spec is not None and self.spec.host_dir:
             shutil.rmtree(self.spec.host_dir, ignore_errors=True)
             self.spec.host_dir = None
@@ -114,6 +131,17 @@ class Sandbox:
         self._closed = False
         self._lock = threading.Lock()
         self._slots[0].start()  # fail fast, here, when the backend cannot start a worker
+
+    def warm(self) -> "Sandbox":
+        """Start every slot now (slots otherwise start on their first job)."""
+        slots = [self._free.get() for _ in self._slots]
+        try:
+            with ThreadPoolExecutor(len(slots)) as ex:
+                list(ex.map(lambda s: s.start() if s.proc is None else None, slots))
+        finally:
+            for s in slots:
+                self._free.put(s)
+        return self
 
     @property
     def workers(self) -> int:

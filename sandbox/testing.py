@@ -18,9 +18,9 @@ BACKEND_PARAMS = [pytest.param("docker", marks=pytest.mark.docker), "bwrap", "pr
 # What the process backend does NOT contain (it is not a security boundary); the tests
 # still run there and are expected to fail (strict xfail), which is the attack matrix.
 PROCESS_GAPS = {"write_outside", "read_passwd", "socket"}
-# Without a per-slot uid (not root, or a Python the uid cannot read) nothing caps processes
-# and root may read every file; the process-count attacks would hit the host, so they are
-# skipped there rather than run.
+# Without a per-slot uid (not root, or a Python the uid cannot read) root may read every
+# file, and only a cgroup caps processes; without either the process-count attacks would
+# hit the host, so they are skipped there rather than run.
 NO_UID_GAPS = {"read_secret"}
 NO_UID_UNSAFE = {"fork_bomb", "process_cap"}
 
@@ -31,12 +31,22 @@ def require(backend: str) -> None:
         pytest.skip(f"{backend} backend unavailable here: {why}")
 
 
-def mark_gap(request, backend: str, attack: str) -> None:
-    if backend != "process":
+def has_cgroup(sb: Sandbox) -> bool:
+    """Docker always caps the container; bwrap/process slots only when the host allowed one."""
+    return sb.backend.name == "docker" or all(s.cg is not None for s in sb._slots if s.proc)
+
+
+def mark_gap(request, sb: Sandbox, attack: str) -> None:
+    """Turn an attack this backend cannot contain here into a strict xfail (or a skip when
+    running it would hit the host); the outcomes are the attack matrix."""
+    if attack == "fork_alloc" and not has_cgroup(sb):
+        request.node.add_marker(pytest.mark.xfail(
+            strict=True, reason="no cgroup here: memory is capped per process only"))
+    if sb.backend.name != "process":
         return
     no_uid = not BACKENDS["process"].drops_uid
-    if no_uid and attack in NO_UID_UNSAFE:
-        pytest.skip(f"process backend without a per-slot uid cannot cap processes; "
+    if no_uid and attack in NO_UID_UNSAFE and not has_cgroup(sb):
+        pytest.skip(f"process backend without a per-slot uid or cgroup cannot cap processes; "
                     f"{attack} would hit the host")
     if attack in PROCESS_GAPS or (no_uid and attack in NO_UID_GAPS):
         request.node.add_marker(pytest.mark.xfail(
@@ -93,3 +103,19 @@ def daemon_code(token: str) -> str:
             f"'import time; time.sleep(60)', {token!r}])\n"
             "    os._exit(0)\n"
             "print('spawned')")
+
+
+def unit_members(sb: Sandbox) -> set[int]:
+    """Host pids in the slots' cgroups (bwrap/process with a cgroup), else an empty set."""
+    pids: set[int] = set()
+    for s in sb._slots:
+        if s.cg is not None:
+            with open(os.path.join(s.cg.dirs[-1], "cgroup.procs")) as f:
+                pids |= {int(x) for x in f.read().split()}
+    return pids
+
+
+def leftovers(sb: Sandbox, baseline: set[int]) -> list[int]:
+    """Job processes still alive: any process of a slot uid, or a cgroup member that was
+    not there before the job (catches jobs that run under the worker's own uid)."""
+    return sorted(set(procs_of_uids(slot_uids(sb))) | (unit_members(sb) - baseline))

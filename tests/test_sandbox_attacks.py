@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.testing import (BACKEND_PARAMS, daemon_code, mark_gap, open_pool, procs_of_uids,
-                             procs_with_token, slot_uids)
+from sandbox.testing import (BACKEND_PARAMS, daemon_code, leftovers, mark_gap, open_pool,
+                             procs_with_token, unit_members)
 
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)
@@ -51,8 +51,22 @@ def test_10gb_allocation_fails_with_oom(sb):
     assert "allocated" not in r.stdout
 
 
+def test_memory_of_all_job_processes_is_capped(sb, request):
+    mark_gap(request, sb, "fork_alloc")
+    code = ("import os, time\nkids = []\n"
+            "for _ in range(6):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        b = bytearray(200 * 1024 * 1024)\n"
+            "        for j in range(0, len(b), 4096):\n            b[j] = 1\n"
+            "        time.sleep(1.5)\n        os._exit(0)\n    kids.append(pid)\n"
+            "print(sum(os.waitpid(k, 0)[1] == 0 for k in kids))")
+    r = sb.run(code, timeout_s=20)
+    assert r.exit_code == 0, r.stderr
+    # 6 x 200 MB held at once; the slot cap (pool memory_mb + overhead, < 800 MB) lets <= 3 live
+    assert int(r.stdout) <= 3
+
+
 def test_process_count_is_capped(sb, request):
-    mark_gap(request, sb.backend.name, "process_cap")
+    mark_gap(request, sb, "process_cap")
     code = ("import os, time\nn = 0\n"
             "for _ in range(2000):\n"
             "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
@@ -64,11 +78,12 @@ def test_process_count_is_capped(sb, request):
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(sb, request):
-    mark_gap(request, sb.backend.name, "fork_bomb")
+    mark_gap(request, sb, "fork_bomb")
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    baseline = unit_members(sb.warm())
     r = sb.run(bomb, timeout_s=1.5)
     assert r.timed_out
-    assert procs_of_uids(slot_uids(sb)) == []
+    assert leftovers(sb, baseline) == []
     assert sb.run("print(6*7)").stdout == "42\n"
 
 
@@ -81,7 +96,7 @@ def test_1gb_stdout_is_truncated_fast(sb):
 
 
 def test_cannot_write_outside_scratch(sb, request, open_dir):
-    mark_gap(request, sb.backend.name, "write_outside")
+    mark_gap(request, sb, "write_outside")
     target = open_dir / "pwned"
     os.chmod(open_dir, 0o777)  # even a world-writable host dir must stay out of reach
     code = (f"for p in [{str(target)!r}, '/usr/pwned', '/etc/pwned', '/dev/shm/pwned']:\n"
@@ -93,13 +108,13 @@ def test_cannot_write_outside_scratch(sb, request, open_dir):
 
 
 def test_cannot_read_etc_passwd(sb, request):
-    mark_gap(request, sb.backend.name, "read_passwd")
+    mark_gap(request, sb, "read_passwd")
     r = sb.run("print(open('/etc/passwd').read())")
     assert "root:" not in r.stdout
 
 
 def test_cannot_read_0600_secret(sb, request, open_dir):
-    mark_gap(request, sb.backend.name, "read_secret")
+    mark_gap(request, sb, "read_secret")
     token = secrets.token_hex(16)
     secret = open_dir / "secret"
     secret.write_text(token)
@@ -109,7 +124,7 @@ def test_cannot_read_0600_secret(sb, request, open_dir):
 
 
 def test_cannot_connect_to_host_loopback(sb, request):
-    mark_gap(request, sb.backend.name, "socket")
+    mark_gap(request, sb, "socket")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)

@@ -75,7 +75,9 @@ def test_close_leaves_nothing_behind(backend):
     pool.map([daemon_code(token) + "\nopen('f', 'w').write('x')"] * 4)
     uids, procs = slot_uids(pool), [s.proc for s in pool._slots if s.proc]
     names = [s.spec.name for s in pool._slots if s.spec]
+    cgroup_dirs = [d for s in pool._slots if s.cg for d in s.cg.dirs]
     pool.close()
+    assert not [d for d in cgroup_dirs if os.path.exists(d)]
     assert procs and all(p.poll() is not None for p in procs)
     assert procs_of_uids(uids) == [] and procs_with_token(token) == []
     assert set(glob.glob("/tmp/mathrl-sandbox-*")) <= before
