@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 
 from . import Sandbox, SandboxUnavailable, available_backends
 from .backends import ALLOW_PROCESS_ENV, BACKENDS, IMAGE, resolve
+from .cgroups import SlotCgroup
 
 
 def cmd_run(args) -> int:
@@ -47,8 +49,12 @@ def cmd_doctor(args) -> int:
     if bwrap:
         v = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip()
         print(f"bwrap: {bwrap} ({v})")
-    cg = "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1/none"
-    print(f"cgroups: {cg} (not used by bwrap/process; docker applies memory and pids limits)")
+    cg = SlotCgroup.create("mathrl-doctor-" + secrets.token_hex(4), 64, 16)
+    if cg is None:
+        print("cgroups: cannot create one here; bwrap/process cap memory per process only")
+    else:
+        print(f"cgroups: {cg.label} for bwrap/process slots (docker: the engine's)")
+        cg.destroy()
     try:
         print(f"auto -> {resolve('auto').name}")
     except SandboxUnavailable as e:

@@ -38,9 +38,9 @@ class SlotSpec:
     name: str = field(default_factory=lambda: "mathrl-sb-" + secrets.token_hex(6))
     host_dir: str | None = None  # process backend: host scratch dir, removed on close
 
-    def worker_cfg(self, scratch: str, drop: bool) -> str:
+    def worker_cfg(self, scratch: str, drop: bool, own_userns: bool = False) -> str:
         return json.dumps({"uid": self.uid if drop else None, "gid": self.uid,
-                           "scratch": scratch, "nproc": self.nproc})
+                           "scratch": scratch, "nproc": self.nproc, "own_userns": own_userns})
 
 
 class Backend:
@@ -165,7 +165,8 @@ class BwrapBackend(Backend):
         args += ["--ro-bind", WORKER, IN_WORKER, "--proc", "/proc", "--dev", "/dev",
                  "--perms", "1777", "--size", str(spec.tmp_mb << 20), "--tmpfs", "/tmp",
                  "--chdir", "/tmp"]
-        return args + (command or [BASE_PYTHON, "-I", IN_WORKER, spec.worker_cfg("/tmp", root)])
+        return args + (command or [BASE_PYTHON, "-I", IN_WORKER,
+                                   spec.worker_cfg("/tmp", root, own_userns=not root)])
 
     def popen_kwargs(self):
         return {"start_new_session": True}

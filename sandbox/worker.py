@@ -75,6 +75,8 @@ class Worker:
         self.nproc = cfg.get("nproc", 64)
         self.fsize_mb = cfg.get("fsize_mb", 64)
         self.can_drop = self.uid is not None and os.getuid() == 0
+        # In a fresh user namespace (unprivileged bwrap) RLIMIT_NPROC counts that namespace.
+        self.nproc_always = bool(cfg.get("own_userns"))
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     def run_job(self, req):
@@ -227,7 +229,7 @@ def _limits(req, w):
                      (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CPU, cpu),
                      (resource.RLIMIT_NOFILE, 256)):
         resource.setrlimit(lim, (val, val))
-    if w.can_drop:  # NPROC counts per uid; meaningless (and exempt) for root
+    if w.can_drop or w.nproc_always:  # NPROC counts per uid; root is exempt
         resource.setrlimit(resource.RLIMIT_NPROC, (w.nproc, w.nproc))
 
 
