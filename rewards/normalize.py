@@ -37,6 +37,7 @@ _FRAC_SHORT1 = re.compile(r"\\frac(\d)\{")
 _FRAC_SHORT2 = re.compile(r"\\frac\{([^{}]*)\}(\d)")
 _SQRT_SHORT = re.compile(r"\\sqrt(\d+)")
 _LHS_VAR = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
+_BASE_DIGITS = re.compile(r"^(\d+)_\{?(\d{1,2})\}?$")
 _LHS_IN = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _CHOICE = re.compile(r"^(?:\(?([A-E])\)?|\(([a-e])\))$")
@@ -72,6 +73,7 @@ def normalize(s: str) -> str:
     if s.count("=") == 1:
         s = _LHS_VAR.sub("", s)
     s = _LHS_IN.sub("", s)
+    s = _BASE_DIGITS.sub(r"\1_\2", s)  # 52_{8} -> 52_8
     m = _CHOICE.match(s)
     if m:
         s = (m.group(1) or m.group(2)).upper()
@@ -171,8 +173,8 @@ def _balanced(s: str) -> bool:
 
 def fast_equiv(a: str, b: str) -> bool | None:
     """Exact verdict on two *normalised* answers, or None when the symbolic path must decide."""
-    if a == b:
-        return True
+    if a == b or _BASE_DIGITS.sub(r"\1", a) == b or _BASE_DIGITS.sub(r"\1", b) == a:
+        return True  # 52_{8} == 52_8 == 52 (the digits, leniently, without the base)
     if len(a) > MAX_FAST_LEN or len(b) > MAX_FAST_LEN:
         return False
     sa, sb = _structure(a), _structure(b)

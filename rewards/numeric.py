@@ -8,8 +8,8 @@ comma lists/tuples of those). If the values differ clearly, the answers are not 
 a proof by evaluation. Equal values prove nothing here (approximations, rounding), so those go
 on to the exact/symbolic path. Answers of different kinds are also told apart here: one value
 vs several (list, tuple, interval, union, set, matrix, `\\pm`), an equation vs a value, a
-word vs a number, a number in another base (`52_8`) vs a different number (the bare digits
-`52` are left to the symbolic path, which accepts them).
+word vs a number, a number in another base (`52_8`) vs anything but its own digits (`52`
+is accepted; `42`, its decimal value, is not: the question asked for base 8).
 
 The parser is deliberately conservative: anything ambiguous or unknown (`2^10` without
 braces, `a/bc`, trig and log functions, `e`, subscripts, factorials, `\\infty`, intervals,
@@ -212,12 +212,8 @@ def kinds_differ(a: str, b: str) -> bool:
         if _WORD.match(x) and any(c.isdigit() for c in y):
             return True
         m = _BASE_NUM.match(x)
-        if m and y != m.group(1) and _is_scalar(y) and not _BASE_NUM.match(y):
-            digits, base = m.group(1), int(m.group(2))
-            try:
-                return not _close(complex(int(digits, base)), evaluate(y))
-            except ValueError:
-                return False
+        if m and y != m.group(1) and (_BASE_NUM.match(y) or _is_scalar(y)):
+            return True  # 52_8 is only written 52_8 or, leniently, 52
         if ("=" in x) != ("=" in y) and "=" not in y and _is_scalar(y):
             return True
         if _is_multi(x) and not _is_multi(y) and _is_scalar(y):

@@ -16,6 +16,7 @@ idle worker. A call never takes longer than its timeout (plus a few milliseconds
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
@@ -76,6 +77,7 @@ def _worker_main(memory_mb: int) -> None:
         pass
     import logging
 
+    _watch_parent(os.getppid())
     import math_verify  # noqa: F401  (imported before "ready" so the first check is fast)
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # "timeout disabled" notes
@@ -92,6 +94,16 @@ def _worker_main(memory_mb: int) -> None:
             result = PARSE_ERROR
         out.write(json.dumps(result) + "\n")
         out.flush()
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the parent dies, even in the middle of a runaway sympy computation."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 class _Worker:
@@ -218,6 +230,12 @@ class SymbolicPool:
 
 _POOL: SymbolicPool | None = None
 _POOL_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_pool() -> None:
+    if _POOL is not None and _POOL._owner_pid == os.getpid():
+        _POOL.close()
 
 
 def get_pool(workers: int | None = None) -> SymbolicPool:

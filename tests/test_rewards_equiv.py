@@ -52,6 +52,8 @@ TABLE = [
     ("-\\infty", "\\infty", False),
     # complex numbers: i is the imaginary unit
     ("3+4i", "4i+3", True), ("i^2", "-1", True), ("\\frac{1+i}{1-i}", "i", True), ("1+i", "1-i", False),
+    # numbers in another base: the digits, with or without the subscript, not the decimal value
+    ("52_{8}", "52_8", True), ("52", "52_8", True), ("42", "52_8", False), ("52_9", "52_8", False),
     # multiple choice
     ("(A)", "A", True), ("\\text{(C)}", "C", True), ("B", "C", False),
     # not numbers: code is never evaluated

@@ -3,6 +3,7 @@ a symbolic check that hangs is killed and the pool recovers; no torch import."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -113,3 +114,24 @@ def test_rewards_does_not_import_torch_or_pipeline():
             "print(any(m == 'torch' or m.startswith(('torch.', 'pipeline')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_worker_exits_when_its_parent_is_killed(tmp_path):
+    # the parent dies (SIGKILL, no atexit) while its worker is deep in a runaway computation
+    code = ("import threading, os, time, rewards\n"
+            "from rewards.symbolic import get_pool\n"
+            "p = get_pool(1); p.compare('1', '1', 30)\n"
+            "print(p._all[0].proc.pid, flush=True)\n"
+            "threading.Thread(target=lambda: rewards.is_equiv('(10^{100})!', '1', timeout=60)).start()\n"
+            "time.sleep(1); os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    pytest.fail("symbolic worker outlived its parent")
