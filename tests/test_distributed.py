@@ -1,0 +1,176 @@
+"""Data-parallel GRPO on CPU with gloo: 2 ranks give the same metrics, completions and weights as
+1 process on the same global batch; checkpoints resume on another world size; a dead rank ends
+the job with a clear error instead of a hang."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from pipeline.config import load_run_config
+from pipeline.grpo import distributed, trainer
+from pipeline.grpo.run_log import read_metrics
+from pipeline.models import load_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+# 4 questions x G=4 and micro-batches of 4 rows: each rank's micro-batches hold the same rows as the
+# single process's, so even per-micro-batch statistics (kl, clip fractions) must agree.
+SMALL = ["train.questions_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=12",
+         "train.micro_batch_size=4", "train.lr=1e-3", "train.save_every=1", "train.keep_checkpoints=3",
+         "train.log_samples=16", "reward.workers=1", "reward.weights={tests.helpers:digit_fraction: 1.0, format: 0.1}"]
+NOT_COMPARED = ("time/", "tokens_per_s")
+
+
+def _args(setup, name, *extra):
+    overrides, _ = setup
+    return [*overrides, *SMALL, f"name={name}", *extra]
+
+
+def _env(**extra):
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **extra}
+
+
+def _torchrun(args, nproc=2, timeout=400):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "pipeline", "train", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _flat(path):
+    model, _ = load_policy(str(path))
+    return torch.cat([p.flatten() for p in model.state_dict().values()])
+
+
+def _assert_rows_close(got, want):
+    keys = [k for k in want if not k.startswith(NOT_COMPARED)]
+    assert set(keys) <= set(got)
+    for k in keys:
+        if isinstance(want[k], float):
+            assert got[k] == pytest.approx(want[k], rel=1e-4, abs=1e-6), k
+        else:
+            assert got[k] == want[k], k
+
+
+def _completions(run_dir, step):
+    import json
+    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    return [(r["problem_id"], r["completion"]) for r in rows if r["step"] == step]
+
+
+def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
+    """The issue's equivalence check, plus resuming a 2-rank checkpoint with 1 process."""
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "dp-one", "train.steps=3",
+                                                    "rollout.seed_per_question=true")))
+    assert all(r["grad_norm"] > 0 for r in read_metrics(one))  # every step really trained
+
+    _torchrun(_args(tiny_setup, "dp-two", "train.steps=2"))
+    two = one.parent / "dp-two"
+    rows_one, rows_two = read_metrics(one), read_metrics(two)
+    assert [r["step"] for r in rows_two] == [1, 2]  # rank 0 alone writes: no duplicated lines
+    for step in (1, 2):
+        _assert_rows_close(rows_two[step - 1], rows_one[step - 1])
+        assert _completions(two, step) == _completions(one, step)  # same 16 samples, same order
+    before = _flat(load_run_config(None, tiny_setup[0]).model.name_or_path)
+    after_two, after_one = _flat(two / "final"), _flat(one / "checkpoints" / "step_2")
+    assert not torch.allclose(before, after_one)
+    torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
+
+    # step_2 of the 2-rank run continues in one process exactly like the 1-process run's step 3
+    resumed = trainer.train(load_run_config(None, _args(tiny_setup, "dp-two", "train.steps=3",
+                                                        "rollout.seed_per_question=true")))
+    _assert_rows_close(read_metrics(resumed)[2], rows_one[2])
+    torch.testing.assert_close(_flat(resumed / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_killed_rank_ends_the_job_with_a_message(tiny_setup):
+    """Bare ranks (no torchrun agent to clean up): rank 1 is SIGKILLed after step 1; rank 0 must
+    stop by itself with exit code 1 and say what happened, well before the collective timeout."""
+    args = _args(tiny_setup, "dp-kill", "train.steps=3", "train.dist_timeout_s=300")
+    port = str(_free_port())
+    procs = []
+    for rank in (0, 1):
+        env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank),
+                   **({trainer.CRASH_ENV: "1"} if rank == 1 else {}))
+        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        out1, _ = procs[1].communicate(timeout=280)
+        killed_at = time.monotonic()
+        out0, _ = procs[0].communicate(timeout=120)
+        waited = time.monotonic() - killed_at
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert procs[1].returncode == -9, out1[-2000:]
+    assert procs[0].returncode == 1, out0[-3000:]
+    assert "Another rank probably died" in out0 and "train.resume=auto" in out0
+    assert waited < 120  # far below train.dist_timeout_s=300: a dead peer is noticed, not waited out
+    assert [r["step"] for r in read_metrics(Path(tiny_setup[1]) / "runs" / "dp-kill")] == [1]
+
+
+def test_shard_splits_evenly_and_rejects_remainders(monkeypatch):
+    items = list(range(8))
+    assert distributed.shard(items) == (items, 0)  # one process: everything
+    monkeypatch.setattr(distributed, "world_size", lambda: 4)
+    monkeypatch.setattr(distributed, "rank", lambda: 2)
+    assert distributed.shard(items) == ([4, 5], 4)
+    with pytest.raises(ValueError, match="not divisible by the 4 ranks"):
+        distributed.shard(items[:6])
+
+
+def test_validate_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "train.questions_per_step=3"))
+    with pytest.raises(trainer.TrainingError, match="divisible by the number of ranks"):
+        trainer._validate(cfg)
+    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "train.dynamic_sampling=true"))
+    with pytest.raises(trainer.TrainingError, match="dynamic_sampling"):
+        trainer._validate(cfg)
+
+
+def test_sampling_seed_is_stable_and_distinct():
+    seeds = {distributed.sampling_seed(0, d) for d in range(1000)}
+    assert len(seeds) == 1000 and all(0 <= s < 2 ** 56 for s in seeds)
+    assert distributed.sampling_seed(3, 7) == distributed.sampling_seed(3, 7) != distributed.sampling_seed(7, 3)
+
+
+def _grad_worker(rank, port, bucket, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
+    distributed.init(60)
+    distributed.BUCKET_ELEMENTS = bucket
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in (3, (2, 5), 1, 7)]
+    for i, p in enumerate(params):
+        p.grad = torch.full_like(p, float(rank + 1) * (i + 1))
+    params[2].grad = None if rank == 1 else params[2].grad  # unused on one rank: counts as zero
+    distributed.all_reduce_grads(params)
+    total = distributed.all_reduce_sum([rank + 1, 0.5])
+    out[rank] = ([p.grad.clone() for p in params], total, distributed.gather_cat(torch.tensor([rank])).tolist())
+    distributed.close()
+
+
+@pytest.mark.parametrize("bucket", [4, 1 << 24])
+def test_gradient_all_reduce_sums_over_ranks(bucket):
+    out = mp.Manager().dict()
+    mp.spawn(_grad_worker, args=(_free_port(), bucket, out), nprocs=2, join=True)
+    for rank in (0, 1):
+        grads, total, gathered = out[rank]
+        for i, g in enumerate(grads):
+            want = 1.0 * (i + 1) + (0 if i == 2 else 2.0 * (i + 1))
+            assert torch.equal(g, torch.full_like(g, want)), (rank, i)
+        assert total == [3.0, 1.0] and gathered == [0, 1]
