@@ -14,7 +14,7 @@ from rewards.code import code_reward
 from rewards.equiv import is_equiv
 from rewards.extract import extract_answer
 from rewards.outcome import RewardResult, check, format_reward, score_completion
-from rewards.registry import REWARDS, CombinedReward, combine, get_reward, score_batch
+from rewards.registry import REWARDS, CombinedReward, build_reward, combine, get_reward, score_batch
 from rewards.steps import StepReward, step_rewards
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "CombinedReward",
     "RewardResult",
     "StepReward",
+    "build_reward",
     "check",
     "code_reward",
     "combine",

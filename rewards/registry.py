@@ -6,10 +6,11 @@ and never raises on bad model text. Pick them by name; a wrong name lists the va
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import partial
 from typing import Callable, Sequence
 
-from rewards.code import code_reward
+from rewards.code import code_reward, default_runner
 from rewards.outcome import RewardResult, check, format_reward, score_completion
 from rewards.steps import step_rewards
 
@@ -50,14 +51,33 @@ def get_reward(name: str) -> RewardFn:
         raise KeyError(f"unknown reward {name!r}; valid: {', '.join(sorted(REWARDS))}") from None
 
 
+def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "auto") -> RewardFn:
+    """REWARDS[name] with its options bound: the equivalence timeout for "correct", the
+    sandbox backend for "code" (RewardConfig.timeout / .sandbox_backend)."""
+    fn = get_reward(name)
+    if name == "correct":
+        def correct(completion: str, gold: str, style: str = "auto") -> float:
+            return check(completion, gold, style, timeout=timeout).score
+        return correct
+    if name == "code":
+        runner = partial(default_runner, backend=sandbox_backend)
+
+        def code(completion: str, gold: str, style: str = "auto") -> float:
+            return code_reward(completion, gold, runner=runner)
+        return code
+    return fn
+
+
 class CombinedReward:
     """sum_i w_i * REWARDS[name_i](completion, gold, style); `.components` for logging."""
 
-    def __init__(self, weights: dict[str, float]):
+    def __init__(self, weights: dict[str, float], *, timeout: float = 5.0,
+                 sandbox_backend: str = "auto"):
         if not weights:
             raise ValueError("combine() needs at least one reward name")
         self.weights = dict(weights)
-        self.fns = {name: get_reward(name) for name in self.weights}
+        self.fns = {name: build_reward(name, timeout=timeout, sandbox_backend=sandbox_backend)
+                    for name in self.weights}
 
     def components(self, completion: str, gold: str, style: str = "auto") -> dict[str, float]:
         return {name: fn(completion, gold, style) for name, fn in self.fns.items()}
@@ -67,9 +87,10 @@ class CombinedReward:
         return sum(self.weights[n] * v for n, v in parts.items())
 
 
-def combine(weights: dict[str, float]) -> CombinedReward:
+def combine(weights: dict[str, float], *, timeout: float = 5.0,
+            sandbox_backend: str = "auto") -> CombinedReward:
     """A reward that is the weighted sum of registered rewards, e.g. {"correct": 1, "format": .1}."""
-    return CombinedReward(weights)
+    return CombinedReward(weights, timeout=timeout, sandbox_backend=sandbox_backend)
 
 
 def score_batch(completions: Sequence[str], golds: Sequence[str], style: str = "auto",
@@ -85,8 +106,6 @@ def score_batch(completions: Sequence[str], golds: Sequence[str], style: str = "
     with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
         futures = {ex.submit(check, c, g, style): i
                    for i, (c, g) in enumerate(zip(completions, golds))}
-        from concurrent.futures import as_completed
-
         for fut in as_completed(futures):
             out[futures[fut]] = fut.result()
             bar.update(1)

@@ -78,3 +78,16 @@ def test_all_reference_solutions_self_consistent():
 def test_shuffled_math_pairs_false_positive_rate():
     rows = math("full/train.jsonl.gz") + math("full/test.jsonl.gz")
     assert _false_positive_rate([r for r in rows if r[2]], 2000) < 0.002
+
+
+@pytest.mark.slow
+def test_prepared_solutions_self_consistent():
+    prepared = ROOT.parent / "prepared"
+    files = sorted(prepared.glob("*/*.jsonl"))
+    if not files:
+        pytest.skip("no data/prepared yet: run `make data`")
+    for path in files:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        failures = [(r["id"], r["answer"], check(r["solution"], r["answer"]).reason) for r in rows
+                    if r["id"] not in EMPTY_GOLD and check(r["solution"], r["answer"]).score != 1.0]
+        assert failures == [], path

@@ -7,14 +7,16 @@ import inspect
 import json
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from rewards import REWARDS, code_reward, combine, get_reward, score_batch
+from rewards import REWARDS, build_reward, code_reward, combine, get_reward, score_batch
 from rewards.__main__ import main as cli
 
 SYNTH = "12 + 5 = <<12+5=17>>17\n17 * 3 = <<17*3=51>>51\n#### 51"
+SANDBOX_ERRORS = (ValueError, RuntimeError)  # unknown backend / SandboxUnavailable
 POT = "Let me compute it.\n```python\nx = 12 + 5\nprint(x * 3)\n```\n"
 
 
@@ -35,6 +37,17 @@ def test_unknown_name_lists_valid_ones():
         get_reward("corect")
     with pytest.raises(KeyError, match="valid"):
         combine({"correct": 1.0, "nope": 0.5})
+
+
+def test_build_reward_binds_options():
+    slow_pair = ("so $\\boxed{(10^{100})!}$", "1")  # sympy never finishes this one
+    t0 = time.monotonic()
+    assert build_reward("correct", timeout=0.5)(*slow_pair) == 0.0
+    assert time.monotonic() - t0 < 1.5
+    assert build_reward("format") is REWARDS["format"]
+    reward = combine({"code": 1.0}, sandbox_backend="no-such-backend")
+    with pytest.raises(SANDBOX_ERRORS):
+        reward(POT, "51")  # a missing sandbox is an error, never a silent 0
 
 
 def test_combine_weights_and_components():
