@@ -34,7 +34,9 @@ def _extract(args) -> int:
 
 
 def _score(args) -> int:
-    records = [json.loads(line) for line in Path(args.file).read_text().splitlines() if line.strip()]
+    text = Path(args.file).read_text(encoding="utf-8")
+    # split on "\n" only: str.splitlines also breaks at U+2028 inside JSON strings
+    records = [json.loads(line) for line in text.split("\n") if line.strip()]
     golds = [str(r.get("answer", r.get("gold", ""))) for r in records]
     completions = [str(r.get("completion", "")) for r in records]
     results = score_batch(completions, golds, args.style, workers=args.workers)

@@ -75,9 +75,9 @@ def test_cli(tmp_path, capsys):
     assert cli(["extract", str(tmp_path / "sol.txt")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "42"
     rows = [{"completion": SYNTH, "answer": "51"}, {"completion": "#### 3", "answer": "4"},
-            {"completion": "no idea", "gold": "4"}]
+            {"completion": "no idea\u2028really", "gold": "4"}]
     path = tmp_path / "c.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     assert cli(["score", str(path), "--style", "gsm8k"]) == 0
     out = capsys.readouterr().out
     assert "accuracy 0.3333" in out and "no answer found: 1" in out
