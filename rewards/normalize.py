@@ -59,6 +59,7 @@ def normalize(s: str) -> str:
         s = s.replace(tok, " " if tok.startswith("\\q") else "")
     for old, new in _REPLACE:
         s = s.replace(old, new)
+    s = s.replace("\\text{ and }", ",").replace("\\text{and}", ",").replace(" and ", ",")
     s = _strip_units(s)
     s = _TEXT.sub(r"\1", s) if s.count("\\text{") == 1 and s.startswith("\\text{") else s
     if _THOUSANDS.match(s):  # before spaces go: "45, 135" is a list, "5,460" one number

@@ -40,7 +40,9 @@ TABLE = [
     ("\\{1,2\\}", "2,1", True), ("[1,2)", "[1,2]", False),
     ("(-\\infty,-8)\\cup (-8,-2)", "(-\\infty, -8) \\cup (-8, -2)", True),
     ("(-\\infty, 3]", "(-\\infty,3]", True), ("(0,\\infty)", "(0, \\infty)", True),
-    ("45^\\circ, 135^\\circ", "135, 45", True), ("1,2,3", "1,2", False),
+    ("45^\\circ, 135^\\circ", "135, 45", True), ("1,2,3", "1,2", False), ("3 and 2", "2, 3", True),
+    ("x \\in (-\\infty, 3)", "(-\\infty,3)", True), ("-2 \\pm \\sqrt{3}", "-2+\\sqrt3, -2-\\sqrt3", True),
+    ("10\\%", "0.1", False),  # a percentage equals its number, not its fraction
     # matrices
     ("\\begin{pmatrix} 2 & -3 \\\\ 0 & 3 \\end{pmatrix}", "\\begin{pmatrix}2&-3\\\\0&3\\end{pmatrix}", True),
     ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}", False),
