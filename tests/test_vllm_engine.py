@@ -117,3 +117,24 @@ def test_logprobs_match_hf_after_sync(setup):
             logits = model(ids).logits[0, len(s.prompt_ids) - 1:-1]  # [T, V] predicts completion
         ref = logits.log_softmax(-1).gather(-1, torch.tensor(s.completion_ids)[:, None])[:, 0]
         assert torch.allclose(torch.tensor(s.logprobs), ref, atol=LOGP_TOL, rtol=0)
+
+
+def test_lora_model_syncs_merged_weights(setup):
+    """Under peft LoRA the engine samples from base + adapter (merged on the fly). Runs last: it
+    wraps the module-scoped model in place."""
+    from peft import LoraConfig, get_peft_model
+
+    engine, model, tok = setup
+    engine.sync_weights(model)
+    base_greedy = _ids(engine.generate(PROMPTS, 1, GREEDY))
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj", "down_proj"],
+                      init_lora_weights=False)
+    peft_model = get_peft_model(model, lora).eval()
+    with torch.no_grad():  # an adapter big enough to change greedy decoding
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.normal_(std=0.3)
+    expected = _ids(HFEngine(peft_model, tok).generate(PROMPTS, 1, GREEDY))
+    assert expected != base_greedy
+    engine.sync_weights(peft_model)
+    assert _ids(engine.generate(PROMPTS, 1, GREEDY)) == expected

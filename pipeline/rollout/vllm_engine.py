@@ -54,7 +54,8 @@ class VLLMEngine:
         from vllm import LLM
 
         kwargs = dict(model=model_name_or_path, tokenizer=model_name_or_path, dtype=dtype, seed=seed,
-                      max_model_len=cfg.vllm_max_model_len, logprobs_mode=logprobs_mode,
+                      max_model_len=_max_len(model_name_or_path, cfg.vllm_max_model_len),
+                      logprobs_mode=logprobs_mode,
                       enforce_eager=cfg.vllm_enforce_eager or not self.on_gpu)
         if self.on_gpu:
             kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization,
@@ -143,6 +144,14 @@ class VLLMEngine:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _max_len(model_name_or_path: str, wanted: int) -> int:
+    """``wanted`` capped at the model's context length (vLLM refuses a longer max_model_len)."""
+    from transformers import AutoConfig
+
+    limit = getattr(AutoConfig.from_pretrained(model_name_or_path), "max_position_embeddings", None)
+    return min(wanted, limit) if limit else wanted
 
 
 def _to_sample(prompt: str, prompt_ids: list[int], c, tok) -> Sample:

@@ -1,0 +1,46 @@
+"""``hf_weights``: what the vLLM engine is sent on a sync (plain models and merged peft LoRA).
+
+Runs without vLLM: the names must be the base model's checkpoint names and the LoRA weights must
+equal peft's own ``merge_and_unload`` result, while the trainer's model stays unmerged.
+"""
+
+import copy
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from pipeline.rollout.vllm_engine import hf_weights
+
+
+def _tiny(tie: bool):
+    torch.manual_seed(0)
+    return Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=64, num_hidden_layers=2,
+                                        num_attention_heads=2, num_key_value_heads=1,
+                                        intermediate_size=96, tie_word_embeddings=tie))
+
+
+def test_plain_model_sends_its_state_dict():
+    model = _tiny(tie=False)
+    sent = dict(hf_weights(model))
+    assert sent.keys() == model.state_dict().keys()
+    assert all(torch.equal(sent[k], v) for k, v in model.state_dict().items())
+
+
+def test_lora_model_sends_merged_base_weights_without_merging_the_model():
+    from peft import LoraConfig, get_peft_model
+
+    base = _tiny(tie=True)
+    original = {k: v.clone() for k, v in base.state_dict().items()}
+    names = set(original)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                      init_lora_weights=False)  # random B: the adapter changes the outputs
+    model = get_peft_model(base, lora)
+    reference = copy.deepcopy(model).merge_and_unload().state_dict()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    sent = dict(hf_weights(model))
+    assert set(sent) == names  # base checkpoint names only: no lora_A/B, no base_layer
+    for k in names:
+        assert torch.allclose(sent[k], reference[k], atol=1e-6), k
+    changed = {k for k in names if not torch.equal(sent[k], original[k])}
+    assert changed and all(k.split(".")[-2] in ("q_proj", "v_proj", "down_proj") for k in changed)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # model untouched
