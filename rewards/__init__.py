@@ -17,6 +17,15 @@ from rewards.outcome import RewardResult, check, format_reward, score_completion
 from rewards.registry import REWARDS, CombinedReward, build_reward, combine, get_reward, score_batch
 from rewards.steps import StepReward, step_rewards
 
+
+def warmup(workers: int | None = None) -> bool:
+    """Start the symbolic worker processes now and wait for them (about a second), so the
+    first checks of a run do not pay for it. Optional: checks start them on demand."""
+    from rewards.symbolic import get_pool
+
+    return get_pool(workers).warm()
+
+
 __all__ = [
     "REWARDS",
     "CombinedReward",
@@ -34,4 +43,5 @@ __all__ = [
     "score_batch",
     "score_completion",
     "step_rewards",
+    "warmup",
 ]

@@ -28,6 +28,7 @@ import time
 
 EQUAL, NOT_EQUAL, PARSE_ERROR, TIMEOUT = "equal", "not equal", "parse error", "timeout"
 _READY = "ready"
+STARTUP_S = 60.0  # a worker that has not imported sympy by then is replaced
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -81,6 +82,7 @@ def _worker_main(memory_mb: int) -> None:
     import math_verify  # noqa: F401  (imported before "ready" so the first check is fast)
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # "timeout disabled" notes
+    symbolic_equal("\\frac{\\sqrt{2}}{2}", "x^2")  # first use builds the LaTeX parser: not on a clock
     out = sys.stdout
     out.write(json.dumps(_READY) + "\n")
     out.flush()
@@ -189,37 +191,59 @@ class SymbolicPool:
             self.size += 1
 
     def compare(self, pred: str, gold: str, timeout: float) -> str:
-        """EQUAL / NOT_EQUAL / PARSE_ERROR / TIMEOUT, within `timeout` seconds of wall time."""
+        """EQUAL / NOT_EQUAL / PARSE_ERROR / TIMEOUT, within `timeout` seconds of wall time
+        (plus, only while a worker is still starting, its start-up: bounded by STARTUP_S)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 w = self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return TIMEOUT
-            try:
-                ready = w.wait_ready(deadline)
-            except (EOFError, OSError, ValueError):
-                self._retire(w)
-                self._spawn()
-                return TIMEOUT
-            if not ready:
-                self._idle.put(w)  # still starting; another caller may get it ready in time
-                return TIMEOUT
+            if not w.ready:
+                try:
+                    ready = w.wait_ready(time.monotonic() + STARTUP_S)
+                except (EOFError, OSError, ValueError):
+                    ready = False
+                if not ready:
+                    self._replace(w)
+                    return TIMEOUT
+                # a cold start must not turn easy checks into timeouts (silent zero rewards)
+                deadline = max(deadline, time.monotonic() + timeout)
             try:
                 result = w.ask(pred, gold, deadline)
-                if result is not None:
-                    self._idle.put(w)
-                    return result
             except (EOFError, OSError, ValueError):
-                self._retire(w)
-                self._spawn()
+                self._replace(w)  # the worker died (e.g. killed by the OS): retry on a fresh one
                 if time.monotonic() >= deadline:
                     return TIMEOUT
-                continue  # the worker died (e.g. killed by the OS); retry on a fresh one
+                continue
+            if result is not None:
+                self._idle.put(w)
+                return result
             self.kills += 1
-            self._retire(w)
-            self._spawn()
+            self._replace(w)
             return TIMEOUT
+
+    def _replace(self, w: _Worker) -> None:
+        self._retire(w)
+        self._spawn()
+
+    def warm(self, timeout: float = STARTUP_S) -> bool:
+        """Wait until every idle worker has started; True if all are ready."""
+        deadline = time.monotonic() + timeout
+        taken = []
+        while True:
+            try:
+                taken.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        ok = True
+        for w in taken:
+            try:
+                ok = w.wait_ready(deadline) and ok
+            except (EOFError, OSError, ValueError):
+                ok = False
+            self._idle.put(w)
+        return ok
 
     def close(self) -> None:
         with self._lock:

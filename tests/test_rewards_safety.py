@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewards import check, extract_answer, format_reward, is_equiv, step_rewards
+from rewards import check, extract_answer, format_reward, is_equiv, step_rewards, warmup
 from rewards.symbolic import get_pool
 
 TIMEOUT = 2.0
@@ -34,8 +34,15 @@ ADVERSARIAL = [
 @pytest.fixture(scope="module", autouse=True)
 def warm_pool():
     # first use starts the worker processes; the timeouts below are about checks, not startup
-    is_equiv("\\sqrt{2}", "\\sqrt{3}")
+    assert warmup()
     yield
+
+
+def test_cold_start_does_not_time_out_easy_checks():
+    # a fresh process: the first symbolic check waits for its worker instead of failing
+    code = "import rewards; print(rewards.is_equiv('2\\\\sqrt{2}', '\\\\sqrt{8}', timeout=0.2))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr
 
 
 @pytest.mark.parametrize("bad", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
