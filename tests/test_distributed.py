@@ -174,3 +174,33 @@ def test_gradient_all_reduce_sums_over_ranks(bucket):
             want = 1.0 * (i + 1) + (0 if i == 2 else 2.0 * (i + 1))
             assert torch.equal(g, torch.full_like(g, want)), (rank, i)
         assert total == [3.0, 1.0] and gathered == [0, 1]
+
+
+@pytest.mark.slow
+def test_hung_rank_times_out_with_a_message(tiny_setup):
+    """A peer that stops responding (SIGSTOP) without closing its sockets: rank 0 gives up after
+    train.dist_timeout_s and exits 1 with the message, instead of waiting forever."""
+    import signal
+
+    args = _args(tiny_setup, "dp-hang", "train.steps=3", "train.dist_timeout_s=20")
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env=_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(r),
+                                       LOCAL_RANK=str(r))) for r in (0, 1)]
+    metrics = Path(tiny_setup[1]) / "runs" / "dp-hang" / "metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 280
+        while not (metrics.is_file() and metrics.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        procs[1].send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        out0, _ = procs[0].communicate(timeout=150)
+        waited = time.monotonic() - stopped_at
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert procs[0].returncode == 1, out0[-3000:]
+    assert "Another rank probably died or stopped responding" in out0
+    assert waited < 120, waited
