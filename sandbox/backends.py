@@ -20,6 +20,7 @@ from pathlib import Path
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 IN_WORKER = "/opt/sandbox/worker.py"
+IO_DIR = "/opt/sandbox/io"
 IMAGE = os.environ.get("MATHRL_SANDBOX_IMAGE", "mathrl-sandbox:py3.11")
 LABEL = "mathrl.sandbox"
 ALLOW_PROCESS_ENV = "MATHRL_SANDBOX_ALLOW_PROCESS"
@@ -36,11 +37,13 @@ class SlotSpec:
     tmp_mb: int = 256
     uid: int = field(default_factory=lambda: 1_000_000 + secrets.randbelow(1_000_000))
     name: str = field(default_factory=lambda: "mathrl-sb-" + secrets.token_hex(6))
-    host_dir: str | None = None  # process backend: host scratch dir, removed on close
+    host_dir: str | None = None  # process: scratch; docker: protocol FIFOs; removed on close
+    fifo_dir: str | None = None  # where the worker finds the FIFOs (inside its wall)
 
     def worker_cfg(self, scratch: str, drop: bool, own_userns: bool = False) -> str:
         return json.dumps({"uid": self.uid if drop else None, "gid": self.uid,
-                           "scratch": scratch, "nproc": self.nproc, "own_userns": own_userns})
+                           "scratch": scratch, "nproc": self.nproc, "own_userns": own_userns,
+                           "fifo_dir": self.fifo_dir})
 
 
 class Backend:
@@ -198,8 +201,14 @@ class DockerBackend(Backend):
                  "memory + pids cgroup limits, rlimits")
 
     def argv(self, spec):
+        # The protocol runs over two FIFOs in a root-only host dir bind-mounted into the
+        # container: host and worker talk through kernel pipes, not the docker CLI and engine.
+        spec.host_dir = tempfile.mkdtemp(prefix="mathrl-sandbox-")
+        for name in ("req", "resp"):
+            os.mkfifo(os.path.join(spec.host_dir, name), 0o600)
+        spec.fifo_dir = IO_DIR
         mem = spec.memory_mb + 256
-        return ["docker", "run", "-i", "--rm", "--name", spec.name, "--label", f"{LABEL}=1",
+        return ["docker", "run", "--rm", "--name", spec.name, "--label", f"{LABEL}=1",
                 "--network", "none", "--ipc", "none", "--read-only", "--tmpfs",
                 f"/tmp:rw,exec,size={spec.tmp_mb}m,mode=1777", "--cap-drop", "ALL",
                 "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
@@ -207,6 +216,7 @@ class DockerBackend(Backend):
                 "--memory-swap", f"{mem}m", "--pids-limit", str(spec.nproc * 2 + 16),
                 "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8",
                 "--mount", f"type=bind,src={WORKER},dst={IN_WORKER},readonly",
+                "--mount", f"type=bind,src={spec.host_dir},dst={IO_DIR}",
                 IMAGE, BASE_PYTHON, "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
 
     def kill(self, spec, proc):

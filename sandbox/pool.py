@@ -37,6 +37,7 @@ class Slot:
         self.proc: subprocess.Popen | None = None
         self.spec: SlotSpec | None = None
         self.cg: SlotCgroup | None = None
+        self._wfd = self._rfd = None
         self.isolation = backend.isolation
         self._errlog = None
 
@@ -50,9 +51,18 @@ class Slot:
             kw["preexec_fn"] = self.cg.enter if self.cg else None
             self.isolation = self.backend.isolation + "; " + (
                 self.cg.label if self.cg else "no cgroup (memory capped per process only)")
-        self.proc = subprocess.Popen(self.backend.argv(self.spec), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._errlog, bufsize=0,
-                                     **kw)
+        argv = self.backend.argv(self.spec)
+        if self.spec.fifo_dir:  # the unit talks over FIFOs in spec.host_dir, not its stdio
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=self._errlog, **kw)
+            self._wfd = os.open(os.path.join(self.spec.host_dir, "req"), os.O_RDWR)
+            self._rfd = os.open(os.path.join(self.spec.host_dir, "resp"),
+                                os.O_RDONLY | os.O_NONBLOCK)
+            os.set_blocking(self._rfd, True)
+        else:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self._errlog, bufsize=0, **kw)
+            self._wfd, self._rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         hello = self._read(time.monotonic() + START_TIMEOUT_S)
         if not (isinstance(hello, dict) and hello.get("ready")):
             detail = self._stderr_tail()
@@ -66,7 +76,7 @@ class Slot:
         t0 = time.monotonic()
         ooms = self.cg.oom_kills() if self.cg else 0
         try:
-            write_frame(self.proc.stdin.fileno(), req)
+            write_frame(self._wfd, req)
             res = self._read(t0 + float(req["timeout_s"]) + GRACE_S)
         except (BrokenPipeError, ValueError, OSError):
             res = None
@@ -83,12 +93,17 @@ class Slot:
         return ExecResult(backend=self.backend.name, isolation=self.isolation, **res)
 
     def _read(self, deadline: float):
-        fd = self.proc.stdout.fileno()
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        # The worker writes a whole frame at once; a stalled half-frame is caught by close().
-        return read_frame(fd)
+        """One frame, or None at the deadline or once the unit has exited without one."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if select.select([self._rfd], [], [], min(left, 0.5))[0]:
+                # The worker writes a whole frame at once; a stalled half-frame is caught
+                # by the host deadline of the next request.
+                return read_frame(self._rfd)
+            if self.proc.poll() is not None and not select.select([self._rfd], [], [], 0)[0]:
+                return None
 
     def _stderr_tail(self) -> str:
         if self._errlog is None:
@@ -102,9 +117,13 @@ class Slot:
                 self.backend.kill(self.spec, self.proc)
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
-                    f.close()
+                    f.close() if f is not None else None
                 except OSError:
                     pass
+            if self.spec.fifo_dir:
+                for fd in (self._wfd, self._rfd):
+                    os.close(fd)
+            self._wfd = self._rfd = None
             self.proc = None
         if self.cg is not None:
             self.cg.destroy()

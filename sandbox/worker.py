@@ -326,7 +326,11 @@ def _rm_tree(path):
 
 def main():
     cfg = json.loads(sys.argv[1])
-    rin, rout = os.dup(0), os.dup(1)
+    if cfg.get("fifo_dir"):  # docker: FIFOs bind-mounted from the host, no relay in between
+        rin = os.open(os.path.join(cfg["fifo_dir"], "req"), os.O_RDONLY)
+        rout = os.open(os.path.join(cfg["fifo_dir"], "resp"), os.O_WRONLY)
+    else:
+        rin, rout = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints must never reach the protocol pipe
