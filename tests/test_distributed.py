@@ -142,6 +142,9 @@ def test_validate_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
     cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "train.dynamic_sampling=true"))
     with pytest.raises(trainer.TrainingError, match="dynamic_sampling"):
         trainer._validate(cfg)
+    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.engine=vllm"))
+    with pytest.raises(trainer.TrainingError, match="not wired yet"):
+        trainer._validate(cfg)
 
 
 def test_sampling_seed_is_stable_and_distinct():

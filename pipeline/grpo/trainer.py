@@ -329,6 +329,9 @@ def _validate(cfg: RunConfig) -> None:
     if ranks > 1 and t.dynamic_sampling:
         raise TrainingError("train.dynamic_sampling is not implemented with more than one rank yet; "
                             "turn it off or run on one process")
+    if ranks > 1 and cfg.rollout.engine != "hf":
+        raise TrainingError("rollout.engine=vllm under torchrun is not wired yet (each rank's engine must join "
+                            "torchrun's world, see docs/distributed.md); use rollout.engine=hf or one process")
 
 
 def _warn_zero_std(cfg, step: int, frac: float) -> None:
