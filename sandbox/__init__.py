@@ -17,9 +17,12 @@ emptied after every job), the network (own empty network namespace), other jobs 
 worker (jobs run as an unprivileged uid of their own, no-new-privileges, no inherited fds),
 daemons (after each job every process of the slot uid is killed).
 
-What is NOT protected: kernel exploits (namespaces share the host kernel; no seccomp filter),
-CPU contention between jobs, timing side channels; bwrap has no cgroup memory cap, so a job
-forking to its process limit can use up to nproc x memory_mb of address space. The `process`
+Each bwrap/process slot also gets its own memory + pids cgroup when the host allows it (v1,
+or delegated v2); docker uses the engine's cgroup.
+
+What is NOT protected: kernel exploits (namespaces share the host kernel; only docker adds a
+seccomp filter, the engine's default), CPU contention between jobs, timing side channels;
+without a cgroup a job forking to its process limit can use up to nproc x memory_mb. The `process`
 backend only limits resources: the host's files and network stay reachable, so it is not a
 security boundary and its `isolation` label says so.
 """
@@ -36,17 +39,19 @@ from .result import ExecResult, SandboxUnavailable
 __all__ = ["run", "Sandbox", "ExecResult", "SandboxUnavailable", "available_backends",
            "ALLOW_PROCESS_ENV"]
 
-_pools: dict[str, Sandbox] = {}
+_pools: dict[tuple[str, int], Sandbox] = {}
 _pools_lock = threading.Lock()
 
 
 def run(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512,
         max_output_bytes: int = 65536, stdin: str = "", backend: str = "auto") -> ExecResult:
-    """Run one program in a shared warm pool for `backend` (started on first use)."""
+    """Run one program in a shared warm pool for (`backend`, `memory_mb`), started on first use
+    and closed at interpreter exit."""
     with _pools_lock:
-        pool = _pools.get(backend)
+        pool = _pools.get((backend, memory_mb))
         if pool is None:
-            pool = _pools[backend] = Sandbox(backend, workers=default_workers())
+            pool = _pools[(backend, memory_mb)] = Sandbox(backend, workers=default_workers(),
+                                                          memory_mb=memory_mb)
     return pool.run(code, timeout_s=timeout_s, memory_mb=memory_mb,
                     max_output_bytes=max_output_bytes, stdin=stdin)
 

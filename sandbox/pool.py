@@ -137,7 +137,11 @@ class Slot:
 
 
 class Sandbox:
-    """A pool of warm worker units. Use as a context manager (or call `close()`)."""
+    """A pool of warm worker units. Use as a context manager (or call `close()`).
+
+    `memory_mb` is the per-job default and sizes each slot's cgroup or container (plus
+    overhead); a job asking for more still gets at most the slot's cap.
+    """
 
     def __init__(self, backend: str = "auto", workers: int = 2, *, memory_mb: int = 512,
                  allow_process: bool | None = None):
