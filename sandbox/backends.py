@@ -24,8 +24,20 @@ IO_DIR = "/opt/sandbox/io"
 IMAGE = os.environ.get("MATHRL_SANDBOX_IMAGE", "mathrl-sandbox:py3.11")
 LABEL = "mathrl.sandbox"
 ALLOW_PROCESS_ENV = "MATHRL_SANDBOX_ALLOW_PROCESS"
-BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-BASE_PREFIX = sys.base_prefix
+PYTHON_ENV = "MATHRL_SANDBOX_PYTHON"  # interpreter jobs run with; default: the host's own
+
+
+def _interpreter() -> tuple[str, str]:
+    """(interpreter path, its install prefix) for the workers; stdlib only is assumed."""
+    chosen = os.environ.get(PYTHON_ENV)
+    if not chosen:
+        return os.path.realpath(getattr(sys, "_base_executable", sys.executable)), sys.base_prefix
+    out = subprocess.run([chosen, "-I", "-c", "import sys; print(sys.base_prefix)"],
+                         capture_output=True, text=True, check=True, timeout=30)
+    return os.path.realpath(chosen), out.stdout.strip()
+
+
+BASE_PYTHON, BASE_PREFIX = _interpreter()
 
 
 @dataclass

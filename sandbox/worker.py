@@ -129,6 +129,7 @@ class Worker:
         for fd in (out_r, err_r, st_r, pidfd):
             os.close(fd)
         code = os.waitstatus_to_exitcode(status)
+        timed_out |= code == -signal.SIGXCPU  # threads burnt the CPU-seconds rlimit first
         return {
             "stdout": bytes(bufs[out_r][:cap]).decode("utf-8", "replace"),
             "stderr": bytes(bufs[err_r][:cap]).decode("utf-8", "replace"),
