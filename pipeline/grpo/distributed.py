@@ -69,8 +69,8 @@ def is_main() -> bool:
 
 
 def print0(*args, **kwargs) -> None:
-    """print on rank 0 only."""
-    if is_main():
+    """print on rank 0 only (also before the process group exists or after it is closed)."""
+    if (rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))) == 0:
         print(*args, **kwargs)
 
 
@@ -96,6 +96,15 @@ def _collective(what: str, fn, *args, **kwargs):
         raise PeerLost(f"rank {rank()}/{world_size()}: {what} failed ({type(e).__name__}: {e}). Another rank "
                        "probably died or stopped responding; its log says why. The job stops here; restart it "
                        "with train.resume=auto to continue from the last checkpoint (any number of ranks).") from e
+
+
+def same_on_all_ranks(value) -> bool:
+    """Whether every rank holds an equal ``value`` (e.g. the step it resumes from)."""
+    if world_size() == 1:
+        return True
+    got: list = [None] * world_size()
+    _collective("all_gather of a value every rank must agree on", dist.all_gather_object, got, value)
+    return all(v == got[0] for v in got)
 
 
 def all_reduce_sum(values: list[float]) -> list[float]:

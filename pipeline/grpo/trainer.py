@@ -94,6 +94,9 @@ def train(cfg: RunConfig) -> Path:
         sampler.load_state_dict(state["sampler"])
         start = state["step"]
         distributed.print0(f"resuming from {ckpt} (step {start})")
+    if not distributed.same_on_all_ranks(start):
+        raise TrainingError("the ranks found different checkpoints to resume from: every rank reads the run "
+                            "directory, so put output_dir on storage that all nodes share")
     engine = build_engine(cfg, policy, tok)
     log = RunLog(run_dir, resume_step=start) if main_rank else NullLog()
     if state is not None:
