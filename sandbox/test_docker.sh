@@ -24,6 +24,8 @@ stop() {
     if [ -n "${DPID:-}" ] && kill -0 "$DPID" 2>/dev/null; then
         kill "$DPID"; wait "$DPID" 2>/dev/null || true
     fi
+    # Leave nothing behind unless asked to keep the image cache (MATHRL_DOCKERD_KEEP=1).
+    if [ -z "${MATHRL_DOCKERD_KEEP:-}" ] && ! mount | grep -q " $ROOT/"; then rm -rf "$ROOT"; fi
 }
 trap stop EXIT
 # overlay2 on top of an overlay root can fail; vfs always works (slower image unpack).
