@@ -207,6 +207,10 @@ def main(cfg: RunConfig) -> int:
     from pipeline.models import load_policy
 
     s = cfg.sft
+    if Path(s.init).resolve() == Path(cfg.model.tiny_dir).resolve() and not Path(s.init).is_dir():
+        from pipeline import models  # `make sft` on a fresh clone: build the tiny base first
+
+        models.main(cfg)
     torch.manual_seed(cfg.seed)
     t0 = time.time()
     model, tok = load_policy(s.init, dtype="float32", device=cfg.device)

@@ -91,3 +91,12 @@ def test_main_saves_a_loadable_model_and_reports_accuracy(tiny_setup, tmp_path, 
     report = json.loads((tmp_path / "sft" / "sft_report.json").read_text())
     assert report["n"] == 4 and 0.0 <= report["accuracy"] <= 1.0 and report["steps"] == 3
     assert "greedy accuracy on 4 test problems" in capsys.readouterr().out
+
+
+def test_main_builds_the_tiny_base_when_init_is_the_missing_tiny_dir(tiny_setup, tmp_path):
+    fresh = tmp_path / "fresh-base"
+    cfg = sft_cfg(tiny_setup, tmp_path, "sft.steps=2", "sft.eval_limit=0", f"model.tiny_dir={fresh}",
+                  f"sft.init={fresh}")
+    sft.main(cfg)
+    assert (fresh / "tiny_build.json").is_file()
+    assert load_policy(cfg.sft.output)[0].config.model_type == "qwen2"
