@@ -67,12 +67,13 @@ def _completions(run_dir, step):
 
 
 def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
-    """The issue's equivalence check, plus resuming a 2-rank checkpoint with 1 process."""
+    """The issue's equivalence check, plus resuming a 2-rank checkpoint with 1 process. Seeded
+    blocks of 2 questions: rank 1's block must be seeded like the single process's second block."""
     one = trainer.train(load_run_config(None, _args(tiny_setup, "dp-one", "train.steps=3",
-                                                    "rollout.seed_per_question=true")))
+                                                    "rollout.seed_block=2")))
     assert all(r["grad_norm"] > 0 for r in read_metrics(one))  # every step really trained
 
-    _torchrun(_args(tiny_setup, "dp-two", "train.steps=2"))
+    _torchrun(_args(tiny_setup, "dp-two", "train.steps=2", "rollout.seed_block=2"))
     two = one.parent / "dp-two"
     rows_one, rows_two = read_metrics(one), read_metrics(two)
     assert [r["step"] for r in rows_two] == [1, 2]  # rank 0 alone writes: no duplicated lines
@@ -86,7 +87,7 @@ def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
 
     # step_2 of the 2-rank run continues in one process exactly like the 1-process run's step 3
     resumed = trainer.train(load_run_config(None, _args(tiny_setup, "dp-two", "train.steps=3",
-                                                        "rollout.seed_per_question=true")))
+                                                        "rollout.seed_block=2")))
     _assert_rows_close(read_metrics(resumed)[2], rows_one[2])
     torch.testing.assert_close(_flat(resumed / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
 

@@ -128,8 +128,8 @@ class RolloutConfig:
     """vLLM (GPU): free the engine's memory during the policy update."""
     tis_cap: float = 0.0
     """Truncated importance sampling cap C for vLLM/trainer logprob mismatch (0 = off)."""
-    seed_per_question: bool = False
-    """Seed each question's samples from (seed, draw index): rank-count independent (on when ranks > 1)."""
+    seed_block: int = 0
+    """Questions per seeded generate call (seed from the first one's draw index); 0 = one RNG stream, or 1 when ranks > 1."""
 
 
 @dataclass

@@ -11,9 +11,10 @@ backward pass). The loss is scaled with GLOBAL counts (sequences for grpo / dr_g
 for bnpo / dapo), so the summed gradient equals the one a single process computes on the whole
 batch. Rank 0 alone writes metrics, samples, checkpoints and the final model.
 
-Sampling under more than one rank is seeded per question from (seed, draw index of the question
-in the run), so which rank generates a question does not change its completions; a 1-process
-run with ``rollout.seed_per_question=true`` samples the same completions.
+Sampling under more than one rank is seeded per block of ``rollout.seed_block`` questions (1 by
+default) from (seed, draw index of the block's first question in the run), so which rank
+generates a question does not change its completions; a 1-process run with the same
+``rollout.seed_block`` samples the same completions.
 
 Outside torchrun (no WORLD_SIZE, or WORLD_SIZE=1) every helper is a no-op and the trainer
 runs exactly as a single process.

@@ -202,10 +202,11 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0) 
     params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
                             cfg.rollout.top_k)
     with _timed(timer, "rollout"):
-        if cfg.rollout.seed_per_question or distributed.world_size() > 1:
-            # one seeded call per question: its samples do not depend on the rank or batch mates
-            samples = [engine.generate([p], cfg.rollout.group_size, dataclasses.replace(
-                params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))[0] for i, p in enumerate(prompts)]
+        block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else 0)
+        if block:  # seeded calls of `block` questions: samples do not depend on the rank holding them
+            samples = [s for i in range(0, len(prompts), block) for s in engine.generate(
+                prompts[i:i + block], cfg.rollout.group_size,
+                dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))]
         else:
             samples = engine.generate(prompts, cfg.rollout.group_size, params)
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
@@ -329,6 +330,10 @@ def _validate(cfg: RunConfig) -> None:
     if t.questions_per_step % ranks:
         raise TrainingError(f"train.questions_per_step={t.questions_per_step} must be divisible by the number of "
                             f"ranks ({ranks}): it is the global batch, split evenly across ranks")
+    block = cfg.rollout.seed_block
+    if block < 0 or (block and t.questions_per_step // ranks % block):
+        raise TrainingError(f"rollout.seed_block={cfg.rollout.seed_block} must divide each rank's share of "
+                            f"train.questions_per_step ({t.questions_per_step // ranks})")
     if ranks > 1 and t.dynamic_sampling:
         raise TrainingError("train.dynamic_sampling is not implemented with more than one rank yet; "
                             "turn it off or run on one process")
