@@ -15,7 +15,7 @@ EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
 comma := ,
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train eval test test-all test-docker test-vllm bench bench-rollout experiment clean help
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm bench bench-rollout experiment clean help
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
@@ -40,6 +40,12 @@ sft: setup data
 
 train: setup data
 	$(MATHRL) run --config $(CONFIG) $(OVERRIDES)
+
+# The GRPO stage alone, data-parallel over NPROC local ranks (docs/distributed.md); the model in the
+# config must exist (for the CPU default run `make sft` first): make train-dist NPROC=2
+NPROC ?= 2
+train-dist: setup data
+	$(PY) -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m pipeline train --config $(CONFIG) $(OVERRIDES)
 
 eval: setup data
 	$(MATHRL) eval --config $(CONFIG) $(OVERRIDES)
