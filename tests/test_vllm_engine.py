@@ -9,14 +9,13 @@ measured differences are ~1e-6).
 import pytest
 import torch
 
-pytest.importorskip("vllm", reason="vllm not installed: run `make test-vllm`")
-pytestmark = pytest.mark.vllm
+from pipeline.config import ModelConfig, RolloutConfig
+from pipeline.models import build_tiny, load_policy
+from pipeline.rollout.base import SamplingParams
+from pipeline.rollout.hf_engine import HFEngine
+from pipeline.rollout.vllm_engine import VLLMEngine
 
-from pipeline.config import ModelConfig, RolloutConfig  # noqa: E402
-from pipeline.models import build_tiny, load_policy  # noqa: E402
-from pipeline.rollout.base import SamplingParams  # noqa: E402
-from pipeline.rollout.hf_engine import HFEngine  # noqa: E402
-from pipeline.rollout.vllm_engine import VLLMEngine  # noqa: E402
+pytestmark = pytest.mark.vllm
 
 LOGP_TOL = 1e-4
 PROMPTS = ["user\nWhat is 3 plus 4?\nassistant\n", "user\nWhat is 12 plus 7?\nassistant\n"]

@@ -5,13 +5,12 @@ wrong sync would show up as a large tis/max_abs_delta at step 2)."""
 import pytest
 import torch
 
-pytest.importorskip("vllm", reason="vllm not installed: run `make test-vllm`")
-pytestmark = pytest.mark.vllm
+from pipeline.config import load_run_config
+from pipeline.grpo import trainer
+from pipeline.grpo.run_log import read_metrics
+from pipeline.models import load_policy
 
-from pipeline.config import load_run_config  # noqa: E402
-from pipeline.grpo import trainer  # noqa: E402
-from pipeline.grpo.run_log import read_metrics  # noqa: E402
-from pipeline.models import load_policy  # noqa: E402
+pytestmark = pytest.mark.vllm
 
 FAST = ["train.questions_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=12",
         "train.micro_batch_size=6", "train.lr=1e-3", "train.save_every=0",

@@ -179,7 +179,7 @@ def hf_weights(model):
     for name, module in model.named_modules():
         if isinstance(module, LoraLayer):
             active = [a for a in module.active_adapters if a in module.lora_A]
-            if active and not module.merged:
+            if active and not module.merged and not module.disable_adapters:
                 deltas[name + ".base_layer.weight"] = sum(module.get_delta_weight(a) for a in active)
     prefix = "base_model.model."
     for name, tensor in model.state_dict().items():
