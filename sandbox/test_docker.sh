@@ -38,6 +38,8 @@ echo "dockerd up: $(docker info --format '{{.ServerVersion}} {{.Driver}} cgroup 
 "$PY" -m sandbox doctor || true
 if [ "${1:-}" = bench ]; then  # sandbox/test_docker.sh bench [--jobs N]: docker latency too
     shift; "$PY" -m sandbox bench "$@"
+elif [ "${1:-}" = exec ]; then  # sandbox/test_docker.sh exec CMD...: any command, daemon up
+    shift; "$@"
 else
     "$PY" -m pytest -q -m docker -p no:cacheprovider tests/test_sandbox_attacks.py \
         tests/test_sandbox_behaviour.py "$@"
