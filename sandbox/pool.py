@@ -152,6 +152,7 @@ class Sandbox:
         for s in self._slots:
             self._free.put(s)
         self._closed = False
+        self._owner_pid = os.getpid()  # a forked child must not tear down the parent's units
         self._lock = threading.Lock()
         self._slots[0].start()  # fail fast, here, when the backend cannot start a worker
 
@@ -205,6 +206,8 @@ class Sandbox:
             if self._closed:
                 return
             self._closed = True
+        if os.getpid() != self._owner_pid:
+            return
         for s in self._slots:
             s.close()
 

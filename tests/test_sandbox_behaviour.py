@@ -141,3 +141,14 @@ def test_unresponsive_unit_is_killed_at_host_deadline(monkeypatch):
     r = slot.run({"code": "print(1)", "timeout_s": 0.5})
     assert r.timed_out and r.exit_code == -9 and 900 <= r.duration_ms < 5000
     assert proc.poll() is not None and slot.proc is None
+
+
+def test_forked_child_exit_does_not_close_parent_pool():
+    require("bwrap")
+    with Sandbox("bwrap", workers=1) as sb:
+        pid = os.fork()
+        if pid == 0:
+            sb.close()  # what atexit would do in a child that exits normally
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert sb.run("print('still here')").stdout == "still here\n"
