@@ -263,7 +263,8 @@ class EvalConfig:
     max_new_tokens: int = 256
     """Longest completion in tokens."""
     output_dir: str = ""
-    """Where results go; empty = `<model dir>/eval/<dataset>` or the run's eval dir."""
+    """Where results go; empty = `<run dir>/eval/<dataset>` for a run dir or checkpoint,
+    `<model dir>/eval/<dataset>` for another local model, `<output_dir>/<name>/eval/<dataset>` for a hub id."""
 
 
 @dataclass
