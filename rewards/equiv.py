@@ -37,7 +37,8 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
         verdict = fast_equiv(a, b)
         if verdict is not None:
             return EQUAL if verdict else NOT_EQUAL
-        if clearly_different(a, b):
+        degrees = any(d in pred + gold for d in ("circ", "°", "degree"))  # sin 30 deg != sin 30
+        if not degrees and clearly_different(a, b):
             return NOT_EQUAL
         if max(len(a), len(b)) > min(_MAX_SYMBOLIC_LEN, MAX_FAST_LEN):
             return NOT_EQUAL

@@ -22,7 +22,7 @@ _MAX_EXP = 400       # 10^400 is still a cheap Fraction; larger exponents go sym
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DROP = ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\displaystyle", "\\quad", "\\qquad",
          "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big")
-_REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\mbox", "\\text"),
+_REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"), ("\\mbox", "\\text"),
             ("\\textbf", "\\text"), ("\\mathrm", "\\text"), ("\\textrm", "\\text"),
             ("\\mathbf", "\\text"), ("\\emph", "\\text"), ("{,}", ","), ("\\dagger", ""),
             ("\\%", ""), ("%", ""), ("\\$", ""), ("^{\\circ}", ""), ("^\\circ", ""), ("°", ""),
@@ -32,15 +32,16 @@ _REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\mbox", "\\text"),
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
 _UNIT_AFTER_NUMBER = re.compile(r"^(.*?[\d}])\s*\\text\{\s*[A-Za-z][A-Za-z .^0-9/]*\}(?:\^\{?\d\}?)?$")
 _CMD_SPACE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
-_FRAC_SHORT = re.compile(r"\\frac(\d)(\d)")
+_FRAC_SHORT = re.compile(r"\\frac(\d)([\da-zA-Z])")
 _FRAC_SHORT1 = re.compile(r"\\frac(\d)\{")
 _FRAC_SHORT2 = re.compile(r"\\frac\{([^{}]*)\}(\d)")
 _SQRT_SHORT = re.compile(r"\\sqrt(\d+)")
 _LHS_VAR = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
-_BASE_DIGITS = re.compile(r"^(\d+)_\{?(\d{1,2})\}?$")
+_THIN_THOUSANDS = re.compile(r"(?<=\d),\\!\s*(?=\d{3}(?!\d))")
+_BASE_DIGITS = re.compile(r"^(-?(?=[0-9A-Z]*\d)[0-9A-Z]+)_\{?(\d{1,2})\}?$")
 _LHS_IN = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_CHOICE = re.compile(r"^(?:\(?([A-E])\)?|\(([a-e])\))$")
+_CHOICE = re.compile(r"^(?:\(?([A-Z])\)?|\(([a-e])\))$")
 _WORD_UNIT = re.compile(r"^(-?[\d.,/]+)\s*(?:[a-zA-Z]{2,}\.?)(?:\s[a-zA-Z]+)?$")
 
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
@@ -55,11 +56,13 @@ def normalize(s: str) -> str:
     """Canonical string form of one final answer (see module docstring)."""
     s = _CONTROL.sub(" ", str(s)).replace("\\$", "").strip()
     s = _strip_math_delims(s)
+    s = _THIN_THOUSANDS.sub(",", s)  # "11,\! 111" is one number
     for tok in _DROP:
         s = s.replace(tok, " " if tok.startswith("\\q") else "")
     for old, new in _REPLACE:
         s = s.replace(old, new)
-    s = s.replace("\\text{ and }", ",").replace("\\text{and}", ",").replace(" and ", ",")
+    for sep in ("\\text{ and }", "\\text{and}", " and ", "\\text{ or }", "\\text{or}", " or "):
+        s = s.replace(sep, ",")
     s = _strip_units(s)
     s = _TEXT.sub(r"\1", s) if s.count("\\text{") == 1 and s.startswith("\\text{") else s
     if _THOUSANDS.match(s):  # before spaces go: "45, 135" is a list, "5,460" one number

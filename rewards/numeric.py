@@ -26,10 +26,21 @@ from rewards.normalize import split_top
 MAX_LEN = 300
 _REL_TOL = 1e-7
 _TOKEN = re.compile(r"\d+\.\d+|\d+|\.\d+|\\[A-Za-z]+|[A-Za-z]|[-+*/^(){}\[\]]")
-_VARS = {c: 1.1 + 0.1 * k + 0.0137 * k * k for k, c in enumerate("abcdfghjklmnopqrstuvwxyz"
-                                                                    "ABCDEFGHJKLMNOPQRSTUVWXYZ")}
-_ALLOWED = set("0123456789.+-*/^(){}[], ") | set(_VARS) | {"i", "\\"}
-_COMMANDS = {"\\frac", "\\sqrt", "\\pi", "\\cdot", "\\times"}
+_LETTERS = "abcdfghjklmnopqrstuvwxyzABCDEFGHJKLMNOPQRSTUVWXYZ"  # not e (Euler?) or i (unit)
+_GREEK = ("\\alpha", "\\beta", "\\gamma", "\\theta", "\\phi", "\\lambda", "\\mu", "\\omega")
+# Two generic points (positive reals, away from branch cuts): a difference at either proves
+# inequivalence, and an expression that changes between them is not a constant.
+# Letters are case-blind, as math-verify reads them ("Monday" == "monday").
+_NAMES = list(_LETTERS) + list(_GREEK)
+_POINTS = [{v: 1.1 + 0.1 * k + 0.0137 * k * k for k, v in enumerate(n.lower() for n in _NAMES)},
+           {v: 2.3 + 0.07 * k - 0.0031 * k * k for k, v in enumerate(n.lower() for n in _NAMES)}]
+_POINTS = [{n: p[n.lower()] for n in _NAMES} for p in _POINTS]
+_FUNCS = {"\\sin": cmath.sin, "\\cos": cmath.cos, "\\tan": cmath.tan, "\\ln": cmath.log,
+          "\\exp": cmath.exp, "\\sec": lambda z: 1 / cmath.cos(z),
+          "\\csc": lambda z: 1 / cmath.sin(z), "\\cot": lambda z: 1 / cmath.tan(z)}
+_ALLOWED = set("0123456789.+-*/^(){}[], ") | set(_LETTERS) | {"i", "\\"}
+_COMMANDS = {"\\frac", "\\sqrt", "\\pi", "\\cdot", "\\times", *_FUNCS, *_GREEK}
+_MAX_EXP = 300
 
 
 class Undecided(ValueError):
@@ -37,12 +48,16 @@ class Undecided(ValueError):
 
 
 class _Eval:
-    def __init__(self, text: str):
+    def __init__(self, text: str, point: int = 0):
+        self.vars = _POINTS[point]
+        self.scale = 1.0  # largest magnitude met: float error in a sum is relative to it
         self.toks = _TOKEN.findall(text)
         if "".join(self.toks) != text.replace(" ", ""):
             raise Undecided("unknown characters")
         if "e" in self.toks:  # a variable or Euler's number: only sympy knows which
             raise Undecided("e")
+        if any(a[0].isdigit() and b == "\\frac" for a, b in zip(self.toks, self.toks[1:])):
+            raise Undecided("2\\frac{1}{2}: mixed number or product?")
         self.i = 0
 
     def peek(self) -> str:
@@ -64,12 +79,15 @@ class _Eval:
     def expr(self) -> complex:
         val = self.term()
         while self.peek() in ("+", "-"):
-            val = val + self.term() if self.take() == "+" else val - self.term()
+            sign = self.take()
+            rhs = self.term()
+            self.scale = max(self.scale, abs(val), abs(rhs))
+            val = val + rhs if sign == "+" else val - rhs
         return val
 
     def _starts_factor(self, tok: str) -> bool:
         return bool(tok) and (tok[0].isdigit() or tok[0] == "." or tok[0].isalpha() or tok in ("(", "{")
-                              or tok in ("\\frac", "\\sqrt", "\\pi"))
+                              or tok in _COMMANDS and tok not in ("\\cdot", "\\times"))
 
     def term(self) -> complex:
         val = self.unary()
@@ -108,12 +126,26 @@ class _Eval:
             exp = self.atom()
         else:
             raise Undecided("exponent form")
-        if self.peek() == "^" or abs(exp) > 64:
+        if self.peek() == "^" or abs(exp) > _MAX_EXP:
             raise Undecided("tower or huge exponent")
         base = complex(base.real + 0.0, base.imag + 0.0)  # no -0.0 imag: stay off the branch cut
         if exp != round(exp.real) and _negative_real(base):
             raise Undecided("fractional power of a negative number")  # real or principal root?
         return base ** exp
+
+    def function(self, fn) -> complex:
+        """`\\sin^2 x`, `\\cos(2x)`, `\\tan{x}`; `\\sin 2x` (whose argument?) is Undecided."""
+        power = 1
+        if self.peek() == "^":
+            self.take()
+            power = self.group("{", "}") if self.peek() == "{" else complex(int(self.take()))
+        if self.peek() in ("(", "{"):
+            arg = self.group(self.peek(), ")" if self.peek() == "(" else "}")
+        else:
+            arg = self.atom()
+            if self._starts_factor(self.peek()):
+                raise Undecided("function argument runs on")
+        return fn(arg) ** power
 
     def group(self, open_: str, close: str) -> complex:
         self.take(open_)
@@ -130,10 +162,12 @@ class _Eval:
             return complex(float(tok))
         if tok == "i":
             return 1j
-        if tok in _VARS:
-            return complex(_VARS[tok])
+        if tok in self.vars:
+            return complex(self.vars[tok])
         if tok == "\\pi":
             return complex(cmath.pi)
+        if tok in _FUNCS:
+            return self.function(_FUNCS[tok])
         if tok == "\\frac":
             num = self.group("{", "}")
             return num / self.group("{", "}")
@@ -153,41 +187,49 @@ def _negative_real(z: complex) -> bool:
     return z.real < 0 and abs(z.imag) <= 1e-12 * max(1.0, abs(z.real))
 
 
-def evaluate(text: str) -> complex:
-    """Complex value of one expression; raises Undecided when it cannot be read safely."""
+def evaluate(text: str, point: int = 0) -> complex:
+    """Complex value of one expression (variables at generic point 0 or 1); raises Undecided
+    when it cannot be read safely."""
+    return _evaluate(text, point)[0]
+
+
+def _evaluate(text: str, point: int) -> tuple[complex, float]:
+    """(value, scale): scale is the largest magnitude summed on the way (cancellation bound)."""
     if len(text) > MAX_LEN or not set(text) <= _ALLOWED:
         raise Undecided("not a plain expression")
     if any(cmd not in _COMMANDS for cmd in re.findall(r"\\[A-Za-z]+", text)):
         raise Undecided("unknown command")
     try:
-        val = _Eval(text).run()
+        ev = _Eval(text, point)
+        val = ev.run()
     except (ZeroDivisionError, OverflowError, ValueError) as err:
         raise Undecided(str(err)) from err
-    if not (cmath.isfinite(val) and abs(val) < 1e12):
+    if not (cmath.isfinite(val) and ev.scale < 1e250):
         raise Undecided("not finite")
-    return val
+    return val, max(ev.scale, abs(val))
 
 
-def _values(text: str) -> tuple[str, list[complex]]:
-    """(shape, values): shape is "" for one value, the bracket pair for a tuple, "," for a list."""
+def _values(text: str, point: int) -> tuple[str, list[tuple[complex, float]]]:
+    """(shape, [(value, scale)]): shape "" for one value, "()" for a tuple, "," for a list."""
     if len(text) > 2 and text[0] == "(" and text[-1] == ")" and "," in text:
         parts = split_top(text[1:-1])
         if len(parts) > 1:
-            return "()", [evaluate(p) for p in parts]
+            return "()", [_evaluate(p, point) for p in parts]
     parts = split_top(text)
     if len(parts) > 1:
-        return ",", [evaluate(p) for p in parts]
-    if "," in text or "[" in text or "]" in text:
+        return ",", [_evaluate(p, point) for p in parts]
+    bare = re.sub(r"\\sqrt\[[^\]]*\]", "", text)
+    if "," in bare or "[" in bare or "]" in bare:
         raise Undecided("brackets")
-    return "", [evaluate(text)]
+    return "", [_evaluate(text, point)]
 
 
-def _close(a: complex, b: complex) -> bool:
-    return abs(a - b) <= _REL_TOL * max(1.0, abs(a), abs(b))
+def _close(a: tuple[complex, float], b: tuple[complex, float]) -> bool:
+    return abs(a[0] - b[0]) <= _REL_TOL * max(1.0, a[1], b[1])
 
 
 _WORD = re.compile(r"^[A-Za-z]{2,}$")
-_BASE_NUM = re.compile(r"^(\d+)_\{?(\d{1,2})\}?$")  # 52_8: digits in base 8
+_BASE_NUM = re.compile(r"^(-?(?=[0-9A-Z]*\d)[0-9A-Z]+)_\{?(\d{1,2})\}?$")  # 52_8, 152A_{11}
 
 
 def _is_scalar(s: str) -> bool:
@@ -209,10 +251,13 @@ def kinds_differ(a: str, b: str) -> bool:
     """Answers of different kinds: a single value vs several values (or a matrix), an equation
     vs a value, a word vs a number."""
     for x, y in ((a, b), (b, a)):
-        if _WORD.match(x) and any(c.isdigit() for c in y):
-            return True
-        m = _BASE_NUM.match(x)
-        if m and y != m.group(1) and (_BASE_NUM.match(y) or _is_scalar(y)):
+        if _WORD.match(x) and (any(c.isdigit() for c in y)
+                               or _WORD.match(y) and sorted(x.lower()) != sorted(y.lower())):
+            return True  # words differ as words and as products of symbols alike
+        m, my = _BASE_NUM.match(x), _BASE_NUM.match(y)
+        if m and my:
+            return m.groups() != my.groups()
+        if m and y != m.group(1) and _is_scalar(y):
             return True  # 52_8 is only written 52_8 or, leniently, 52
         if ("=" in x) != ("=" in y) and "=" not in y and _is_scalar(y):
             return True
@@ -225,9 +270,13 @@ def clearly_different(a: str, b: str) -> bool:
     """True only when evaluation proves the two normalised answers differ."""
     if kinds_differ(a, b):
         return True
+    return any(_differ_at(a, b, point) for point in range(len(_POINTS)))
+
+
+def _differ_at(a: str, b: str, point: int) -> bool:
     try:
-        shape_a, va = _values(a)
-        shape_b, vb = _values(b)
+        shape_a, va = _values(a, point)
+        shape_b, vb = _values(b, point)
     except Undecided:
         return False
     if shape_a != shape_b or len(va) != len(vb):

@@ -96,3 +96,26 @@ def test_math500_gold_differs_from_other_answers():
     hits = [(a, b) for a, b in pairs if is_equiv(a, b, timeout=3.0)]
     assert len(pairs) > 100
     assert not hits, hits
+
+
+def test_numeric_rejection_never_rejects_an_independent_rewrite():
+    """Soundness of the fast numeric rejection against an independent reference: each MATH-500
+    gold, parsed by math-verify and printed back by sympy (`\\frac{\\sqrt{3}}{2}` may come back
+    as `\\frac{\\sqrt{3}}{2}`, `2^{-1}` as `\\frac{1}{2}`, ...), is never "clearly different" from
+    itself. Percentages are left out: math-verify reads 50\\% as 1/2, our convention as 50."""
+    import sympy
+    from math_verify import parse
+
+    from rewards.numeric import clearly_different
+
+    checked = 0
+    for gold in _math500():
+        if "%" in gold:
+            continue
+        parsed = parse("$" + gold + "$", parsing_timeout=None)
+        if not parsed or not isinstance(parsed[0], sympy.Expr) or parsed[0].has(sympy.Symbol("e")):
+            continue
+        printed = sympy.latex(parsed[0])
+        checked += 1
+        assert not clearly_different(normalize(printed), normalize(gold)), (gold, printed)
+    assert checked > 300
