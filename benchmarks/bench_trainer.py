@@ -1,0 +1,343 @@
+"""Benchmark: `mathrl train` (pipeline.grpo.trainer.train) against TRL 1.16's GRPOTrainer, same run.
+
+Both trainers get the same locally built tiny Qwen2 model, the same gsm-synth questions in the
+same order (our QuestionSampler's order; TRL with shuffle_dataset=False), the same prompt strings
+(pipeline.prompts.build_prompt), G, micro-batch, max completion length, sampling (temperature 1,
+no top-p/top-k), reward (`tests.helpers.digit_fraction` with weight 1 plus the `correct` checker
+with weight 0, which our trainer always scores and logs), beta = 0.04 with a frozen reference
+copy, `grpo` loss aggregation, clip 0.2, mu = 1, AdamW (betas 0.9/0.99, constant lr, grad clip
+1.0), fp32, CPU, HF `generate` for rollout (no vLLM), one optimizer step per rollout batch.
+TRL runs with logging, saving and gradient checkpointing off (its GRPOConfig turns the latter and
+bf16 on by default); ours with `train.save_every=0` (the one save after the last step is outside
+the timed window) and its always-on metrics.jsonl / samples.jsonl writes inside it.
+
+Each trainer runs in its own child process (`--child ours|trl`). Measured there:
+- seconds per step: wall time between the ends of consecutive optimizer steps, so each interval
+  holds everything one step does (rollout, rewards, reference log-probs, update, logging). Step 1
+  is a warm-up and is dropped; model loading and setup happen before step 1 and are not counted.
+  Hooks: ours wraps `trainer.make_batch` (loop start) and `RunLog.log` (step end); TRL uses a
+  TrainerCallback (on_step_begin / on_step_end).
+- peak RSS of the whole child (os.wait4's ru_maxrss): what a user sees, imports included.
+- loop peak: the peak RSS reached during the training steps minus the RSS just before step 1
+  (the kernel's high-water mark is reset there via /proc/self/clear_refs), i.e. the memory the
+  training loop itself adds on top of imports, policy, reference and data.
+Ratios are ours / TRL: below 1 means we are faster or smaller. Completions of an untrained model
+rarely stop early, so both sides generate about the same number of tokens; the mean completion
+length of each is printed as a check.
+
+Usage: python benchmarks/bench_trainer.py [--size tiny|small|both] [--steps 4] [--repeats 1]
+       [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--workdir DIR]
+The default (tiny model, 4 steps, 1 repeat) takes about 1-2 minutes on 2 CPU cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# tests/conftest.py's tiny model, and a ~6M-parameter one.
+SIZES = {
+    "tiny": ["model.tiny_hidden_size=64", "model.tiny_layers=2", "model.tiny_heads=2", "model.tiny_kv_heads=1",
+             "model.tiny_intermediate_size=128", "model.tiny_vocab_size=512"],
+    "small": ["model.tiny_hidden_size=256", "model.tiny_layers=6", "model.tiny_heads=4", "model.tiny_kv_heads=2",
+              "model.tiny_intermediate_size=1024", "model.tiny_vocab_size=1024"],
+}
+REWARD = "tests.helpers:digit_fraction"
+
+
+def base_overrides(workdir: Path, size: str) -> list[str]:
+    return [f"data.prepared_dir={workdir}/prepared", "data.datasets=gsm-synth", "data.synth_train_size=300",
+            "data.synth_test_size=40", f"model.tiny_dir={workdir}/{size}", f"model.name_or_path={workdir}/{size}",
+            f"output_dir={workdir}/runs", "device=cpu", "seed=0", *SIZES[size]]
+
+
+def run_overrides(a, workdir: Path, size: str) -> list[str]:
+    """The RunConfig both trainers are configured from (TRL's GRPOConfig is derived from it)."""
+    return [*base_overrides(workdir, size), f"name=bench_{size}", "train.resume=never", "train.save_every=0",
+            f"train.steps={a.steps}", f"train.questions_per_step={a.questions}", f"rollout.group_size={a.group}",
+            f"rollout.max_new_tokens={a.max_new_tokens}", f"train.micro_batch_size={a.micro_batch}",
+            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", "train.beta=0.04",
+            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{REWARD}: 1.0}}"]
+
+
+# ---------------------------------------------------------------- child side: probes and trainers
+
+def _proc_status_mib(key: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Probe:
+    """Step-end timestamps and the RSS high-water mark from the start of step 1 on."""
+
+    def __init__(self):
+        self.t0 = None
+        self.ends: list[float] = []
+        self.base_rss = self.hwm = float("nan")
+        self.hwm_reset = False
+
+    def begin(self) -> None:
+        if self.t0 is not None:
+            return
+        self.base_rss = _proc_status_mib("VmRSS")
+        try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+            Path("/proc/self/clear_refs").write_text("5")
+            self.hwm_reset = True
+        except OSError:
+            pass
+        self.t0 = time.perf_counter()
+
+    def end(self) -> None:
+        self.ends.append(time.perf_counter())
+        self.hwm = _proc_status_mib("VmHWM")
+
+    def result(self) -> dict:
+        stamps = [self.t0, *self.ends]
+        steps = [b - a for a, b in zip(stamps, stamps[1:])]
+        return {"warmup_s": steps[0], "step_s": steps[1:], "base_rss_mib": self.base_rss,
+                "loop_peak_mib": self.hwm - self.base_rss if self.hwm_reset else float("nan")}
+
+
+def run_ours(a, workdir: Path, size: str, probe: Probe) -> dict:
+    from pipeline.config import load_run_config
+    from pipeline.grpo import trainer
+    from pipeline.grpo.run_log import RunLog, read_metrics
+
+    real_make_batch, real_log = trainer.make_batch, RunLog.log
+
+    def make_batch(*args, **kwargs):
+        probe.begin()
+        return real_make_batch(*args, **kwargs)
+
+    def log(self, step, metrics):
+        real_log(self, step, metrics)
+        probe.end()
+
+    trainer.make_batch, RunLog.log = make_batch, log
+    cfg = load_run_config(None, run_overrides(a, workdir, size))
+    rows = read_metrics(trainer.train(cfg))[1:]  # timed steps only
+    phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in
+              [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs")]}
+    return {"completion_len": statistics.mean(r["completion_len/mean"] for r in rows),
+            "reward": statistics.mean(r["reward/mean"] for r in rows), "phases": phases}
+
+
+def _trl_rewards():
+    import rewards
+    from tests.helpers import digit_fraction as df
+
+    def digit_fraction(completions, answer, **_):
+        return [df(c, g) for c, g in zip(completions, answer)]
+
+    def correct(completions, answer, **_):
+        return [float(rewards.REWARDS["correct"](c, g, "auto")) for c, g in zip(completions, answer)]
+    return [digit_fraction, correct]
+
+
+def trl_config(cfg, out_dir: Path):
+    """TRL's GRPOConfig with every setting that matters taken from our RunConfig."""
+    from trl import GRPOConfig
+
+    t, r, n = cfg.train, cfg.rollout, cfg.train.questions_per_step * cfg.rollout.group_size
+    if n % t.micro_batch_size:
+        raise SystemExit("questions * group must be a multiple of --micro-batch (TRL's gradient accumulation)")
+    return GRPOConfig(
+        output_dir=str(out_dir), max_steps=t.steps, per_device_train_batch_size=t.micro_batch_size,
+        gradient_accumulation_steps=n // t.micro_batch_size, generation_batch_size=n, num_generations=r.group_size,
+        max_completion_length=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+        beta=t.beta, loss_type=t.loss_type, epsilon=t.clip_low, epsilon_high=t.clip_high,
+        scale_rewards=t.adv_scale, num_iterations=t.num_iterations, importance_sampling_level=t.importance_level,
+        mask_truncated_completions=t.mask_truncated, reward_weights=[1.0, 0.0],
+        learning_rate=t.lr, lr_scheduler_type="constant", warmup_steps=t.warmup_steps, weight_decay=t.weight_decay,
+        adam_beta1=t.adam_betas[0], adam_beta2=t.adam_betas[1], max_grad_norm=t.max_grad_norm, optim="adamw_torch",
+        use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False, use_vllm=False,
+        model_init_kwargs={"dtype": "float32"}, shuffle_dataset=False, seed=cfg.seed, data_seed=cfg.seed,
+        logging_strategy="no", save_strategy="no", report_to="none", dataloader_num_workers=0)
+
+
+def run_trl(a, workdir: Path, size: str, probe: Probe) -> dict:
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOTrainer
+
+    from pipeline.config import load_run_config
+    from pipeline.data_prep import load_problems
+    from pipeline.grpo.components import QuestionSampler
+    from pipeline.prompts import build_prompt
+
+    cfg = load_run_config(None, run_overrides(a, workdir, size))
+    tok = AutoTokenizer.from_pretrained(cfg.model.name_or_path)
+    tok.padding_side = "left"
+    sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
+    problems = sampler.take(cfg.train.steps * cfg.train.questions_per_step)  # our trainer's order
+    data = Dataset.from_list([{"prompt": build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok,
+                                                      chat=cfg.prompt.chat), "answer": p["answer"]} for p in problems])
+
+    seen: dict[str, list[float]] = {"completions/mean_length": [], "reward": []}
+    spans = _trl_phase_spans()
+
+    class Hooks(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            probe.begin()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            probe.end()
+            for key, values in seen.items():  # TRL clears its metrics when it logs at the end
+                values.append(trainer._metrics["train"][key][-1])
+            spans.append({})
+
+    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(),
+                          args=trl_config(cfg, workdir / "runs" / f"trl_{size}"), train_dataset=data,
+                          processing_class=tok, callbacks=[Hooks()])
+    trainer.train()
+    timed = spans[1:-1]  # drop the warm-up step and the empty dict opened after the last step
+    phases = {"rollout": statistics.mean(d.get("transformers.generate", 0.0) for d in timed),
+              "reward": statistics.mean(d.get("_calculate_rewards", 0.0) for d in timed)}
+    # Everything else TRL does before the loss (reference log-probs, advantages, padding).
+    phases["logprobs"] = statistics.mean(d.get("_prepare_inputs", 0.0) for d in timed) - sum(phases.values())
+    return {"completion_len": statistics.mean(seen["completions/mean_length"]), "reward": statistics.mean(seen["reward"]),
+            "phases": phases}
+
+
+def _trl_phase_spans() -> list[dict[str, float]]:
+    """Collect TRL's own profiling spans (it times generate, rewards, _prepare_inputs, compute_loss)
+    per optimizer step: the hook adds into the last dict, the step-end callback opens a new one."""
+    from trl.extras import profiling
+
+    spans: list[dict[str, float]] = [{}]
+
+    def log_metrics(self, duration: float) -> None:
+        name = self.name.split(".", 1)[-1]
+        spans[-1][name] = spans[-1].get(name, 0.0) + duration
+
+    profiling.ProfilingContext._log_metrics = log_metrics
+    return spans
+
+
+def child_main(a) -> None:
+    import torch
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    probe = Probe()
+    run = run_ours if a.child == "ours" else run_trl
+    extra = run(a, Path(a.workdir), a.size, probe)
+    Path(a.result).write_text(json.dumps({**probe.result(), **extra}))
+
+
+# ---------------------------------------------------------------- parent side
+
+def setup(workdir: Path, size: str) -> int:
+    """Prepared gsm-synth data and the untrained model of this size; returns its parameter count."""
+    from pipeline import models
+    from pipeline.config import load_run_config
+    from pipeline.data_prep import prepare
+
+    cfg = load_run_config(None, base_overrides(workdir, size))
+    prepare(cfg.data)
+    models.main(cfg)
+    return json.loads((Path(cfg.model.tiny_dir) / models.BUILD_INFO).read_text())["params"]
+
+
+def run_child(kind: str, a, workdir: Path, size: str) -> dict:
+    result = workdir / f"result_{kind}_{size}.json"
+    result.unlink(missing_ok=True)
+    log_path = workdir / f"log_{kind}_{size}.txt"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--size", size, "--workdir", str(workdir),
+           "--result", str(result), "--steps", str(a.steps), "--questions", str(a.questions), "--group",
+           str(a.group), "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
+           "--threads", str(a.threads)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "TQDM_DISABLE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if a.threads:
+        env.update(OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not all children's
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0 or not result.is_file():
+        sys.exit(f"{kind} child failed (exit {proc.returncode}); log {log_path}:\n"
+                 + log_path.read_text()[-3000:])
+    return {**json.loads(result.read_text()), "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def _ratio(x: float, y: float) -> str:
+    return f"{x / y:.2f}" if y and y == y and x == x else "n/a"
+
+
+def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
+    def med(runs, key):
+        return statistics.median(v for r in runs for v in ([r[key]] if not isinstance(r[key], list) else r[key]))
+
+    fast_o = min(v for r in ours for v in r["step_s"])
+    fast_t = min(v for r in trl for v in r["step_s"])
+    print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in ours)} timed steps each")
+    print(f"  {'':28s}{'ours':>10s}{'TRL':>10s}{'ours/TRL':>10s}")
+    for label, key in [("s/step (median)", "step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
+                       ("loop peak MiB (over start)", "loop_peak_mib"), ("RSS before step 1 MiB", "base_rss_mib"),
+                       ("warm-up step s", "warmup_s"), ("completion tokens (mean)", "completion_len"),
+                       ("reward (mean)", "reward")]:
+        o, t = med(ours, key), med(trl, key)
+        print(f"  {label:28s}{o:10.3f}{t:10.3f}{_ratio(o, t):>10s}")
+    print(f"  {'s/step (fastest)':28s}{fast_o:10.3f}{fast_t:10.3f}{_ratio(fast_o, fast_t):>10s}")
+    for name, runs in [("ours", ours), ("TRL", trl)]:
+        phases = {k: statistics.mean(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
+        # The rest: forward/backward of the loss, optimizer step, bookkeeping.
+        phases["update+rest"] = statistics.mean(v for r in runs for v in r["step_s"]) - sum(phases.values())
+        print(f"  {name} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--size", choices=[*SIZES, "both"], default="tiny")
+    p.add_argument("--steps", type=int, default=4, help="optimizer steps per run; the first is a warm-up")
+    p.add_argument("--repeats", type=int, default=2, help="ours/TRL run pairs per size, order alternating")
+    p.add_argument("--questions", type=int, default=4, help="questions per step")
+    p.add_argument("--group", type=int, default=4, help="G: completions per question")
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--micro-batch", type=int, default=8, help="completions per forward/backward")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch/OpenMP threads per trainer (0 = torch's default); 1 keeps a shared machine's "
+                        "load from stalling OpenMP barriers, which distorts timings far more than it saves")
+    p.add_argument("--workdir", default=None, help="keep data, models and runs here (default: a temp dir)")
+    p.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.steps < 2:
+        p.error("--steps must be >= 2 (step 1 is a warm-up)")
+    return a
+
+
+def main() -> None:
+    a = parse_args()
+    if a.child:
+        return child_main(a)
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
+        workdir = Path(a.workdir or tmp).resolve()
+        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; "
+              f"Q={a.questions} G={a.group} max_new_tokens={a.max_new_tokens} micro_batch={a.micro_batch} "
+              f"steps={a.steps} (1 warm-up) repeats={a.repeats}")
+        for size in (list(SIZES) if a.size == "both" else [a.size]):
+            params = setup(workdir, size)
+            ours, trl = [], []
+            for i in range(a.repeats):
+                order = ["ours", "trl"] if i % 2 == 0 else ["trl", "ours"]
+                for kind in order:
+                    (ours if kind == "ours" else trl).append(run_child(kind, a, workdir, size))
+            report(size, params, ours, trl)
+        print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+              "(above the CPU count means other work shared the machine and timings are noisy)")
+
+
+if __name__ == "__main__":
+    main()
