@@ -51,6 +51,18 @@ class Slot:
             kw["preexec_fn"] = self.cg.enter if self.cg else None
             self.isolation = self.backend.isolation + "; " + (
                 self.cg.label if self.cg else "no cgroup (memory capped per process only)")
+        try:
+            self._spawn(kw)
+        except OSError as e:
+            self.close()
+            raise SandboxUnavailable(f"{self.backend.name} worker failed to start: {e}") from e
+        hello = self._read(time.monotonic() + START_TIMEOUT_S)
+        if not (isinstance(hello, dict) and hello.get("ready")):
+            detail = self._stderr_tail()
+            self.close()
+            raise SandboxUnavailable(f"{self.backend.name} worker failed to start: {detail}")
+
+    def _spawn(self, kw: dict) -> None:
         argv = self.backend.argv(self.spec)
         if self.spec.fifo_dir:  # the unit talks over FIFOs in spec.host_dir, not its stdio
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
@@ -63,11 +75,6 @@ class Slot:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=self._errlog, bufsize=0, **kw)
             self._wfd, self._rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        hello = self._read(time.monotonic() + START_TIMEOUT_S)
-        if not (isinstance(hello, dict) and hello.get("ready")):
-            detail = self._stderr_tail()
-            self.close()
-            raise SandboxUnavailable(f"{self.backend.name} worker failed to start: {detail}")
 
     def run(self, req: dict) -> ExecResult:
         if self.proc is None or self.proc.poll() is not None:
@@ -99,8 +106,8 @@ class Slot:
             if left <= 0:
                 return None
             if select.select([self._rfd], [], [], min(left, 0.5))[0]:
-                # The worker writes a whole frame at once; a stalled half-frame is caught
-                # by the host deadline of the next request.
+                # The worker (our code, out of the jobs' reach) writes each frame in one
+                # go, so once its first byte is here the rest follows.
                 return read_frame(self._rfd)
             if self.proc.poll() is not None and not select.select([self._rfd], [], [], 0)[0]:
                 return None
@@ -113,8 +120,7 @@ class Slot:
 
     def close(self) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.backend.kill(self.spec, self.proc)
+            self.backend.kill(self.spec, self.proc)  # also when it exited: leftovers by uid
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
                     f.close() if f is not None else None
@@ -122,7 +128,8 @@ class Slot:
                     pass
             if self.spec.fifo_dir:
                 for fd in (self._wfd, self._rfd):
-                    os.close(fd)
+                    if fd is not None:
+                        os.close(fd)
             self._wfd = self._rfd = None
             self.proc = None
         if self.cg is not None:
