@@ -125,7 +125,11 @@ class Worker:
             ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
             for fd in ready:
                 truncated |= _drain(fd, bufs[fd], cap, open_fds)
-        oom = os.read(st_r, 1) == OOM_FLAG
+        os.set_blocking(st_r, False)  # a leftover writer must never block the worker
+        try:
+            oom = os.read(st_r, 1) == OOM_FLAG
+        except BlockingIOError:
+            oom = False
         for fd in (out_r, err_r, st_r, pidfd):
             os.close(fd)
         code = os.waitstatus_to_exitcode(status)
