@@ -261,7 +261,7 @@ def kinds_differ(a: str, b: str) -> bool:
             return True  # 52_8 is only written 52_8 or, leniently, 52
         if ("=" in x) != ("=" in y) and "=" not in y and _is_scalar(y):
             return True
-        if _is_multi(x) and not _is_multi(y) and _is_scalar(y):
+        if _is_multi(x) and not _is_multi(y) and (_is_scalar(y) or _BASE_NUM.match(y) or _WORD.match(y)):
             return True
     return False
 
