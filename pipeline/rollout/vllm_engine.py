@@ -39,7 +39,7 @@ __all__ = ["VLLMEngine", "hf_weights"]
 
 # Set before vllm is imported; explicit user settings win.
 _ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache on CPU
+_CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache; read by the CPU backend only
 
 
 class VLLMEngine:
@@ -48,10 +48,12 @@ class VLLMEngine:
         """``logprobs_mode``: `processed_logprobs` = log-probs of the distribution actually
         sampled from (after temperature/top-p/top-k), the right behaviour policy for TIS;
         `raw_logprobs` = the model's log-softmax before any sampling processing."""
-        self.on_gpu = torch.cuda.is_available()
-        for key, value in {**_ENV_DEFAULTS, **({} if self.on_gpu else _CPU_ENV_DEFAULTS)}.items():
+        for key, value in {**_ENV_DEFAULTS, **_CPU_ENV_DEFAULTS}.items():
             os.environ.setdefault(key, value)
         from vllm import LLM
+        from vllm.platforms import current_platform
+
+        self.on_gpu = not current_platform.is_cpu()
 
         kwargs = dict(model=model_name_or_path, tokenizer=model_name_or_path, dtype=dtype, seed=seed,
                       max_model_len=_max_len(model_name_or_path, cfg.vllm_max_model_len),
@@ -122,7 +124,8 @@ class VLLMEngine:
             self.llm.collective_rpc(_load_weights_gpu, args=(weights,))
         else:
             self.llm.collective_rpc(_reload_weights_cpu, args=(weights,))
-        self.llm.reset_prefix_cache()
+        if "kv_cache" not in self._sleeping:  # sleeping already dropped the prefix cache
+            self.llm.reset_prefix_cache()
         self.last_sync_s = time.perf_counter() - start
 
     def _wake(self, tags: list[str]) -> None:
