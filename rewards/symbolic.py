@@ -83,7 +83,9 @@ def _worker_main(memory_mb: int) -> None:
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # "timeout disabled" notes
     symbolic_equal("\\frac{\\sqrt{2}}{2}", "x^2")  # first use builds the LaTeX parser: not on a clock
-    out = sys.stdout
+    out = os.fdopen(os.dup(1), "w")  # the protocol channel; stray prints go to stderr instead
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     out.write(json.dumps(_READY) + "\n")
     out.flush()
     for line in sys.stdin:
