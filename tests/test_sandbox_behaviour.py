@@ -152,3 +152,8 @@ def test_forked_child_exit_does_not_close_parent_pool():
             os._exit(0)
         os.waitpid(pid, 0)
         assert sb.run("print('still here')").stdout == "still here\n"
+
+
+def test_jobs_do_not_share_random_state(sb):
+    draws = [sb.run("import random\nprint(random.random())").stdout for _ in range(3)]
+    assert len(set(draws)) == 3
