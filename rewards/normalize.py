@@ -32,7 +32,7 @@ _REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
 _UNIT_AFTER_NUMBER = re.compile(r"^(.*?[\d}])\s*\\text\{\s*[A-Za-z][A-Za-z .^0-9/]*\}(?:\^\{?\d\}?)?$")
 _CMD_SPACE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
-_FRAC_SHORT = re.compile(r"\\frac(\d)([\da-zA-Z])")
+_FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*([\da-zA-Z])")
 _FRAC_SHORT1 = re.compile(r"\\frac(\d)\{")
 _FRAC_SHORT2 = re.compile(r"\\frac\{([^{}]*)\}(\d)")
 _SQRT_SHORT = re.compile(r"\\sqrt(\d+)")

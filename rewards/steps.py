@@ -35,9 +35,10 @@ _ANNOT = re.compile(r"<<([^<>=]{1,300})=([^<>=]{1,100})>>")
 _ANNOT_ANY = re.compile(r"<<[^<>]{0,400}>>")
 _RUN = re.compile(r"[\d.()+\-*/^% =]+")
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
-_FRAC_SHORT = re.compile(r"\\[dt]?frac(\d)(\d)")
+_FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
 _BULLET = re.compile(r"(?m)^[ \t]*(?:\d+[.)]|[-*•])[ \t]+")
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_REMAINDER = re.compile(r"\s*(?:\\text\{\s*)?(?:r\b|rem)", re.IGNORECASE)
 _DECIMAL = re.compile(r"^\s*-?\d*\.(\d+)\s*$")
 _MULT_WORDS = ("of", "times", "twice", "half", "double", "triple", "by", "per", "x")
 _LATEX_OPS = (("\\times", "*"), ("\\cdot", "*"), ("\\div", "/"), ("×", "*"), ("÷", "/"),
@@ -126,6 +127,18 @@ def _prepare(text: str) -> str:
     return _DIGIT_COMMA.sub("", text)
 
 
+def _glued(text: str, start: int, end: int, run: str) -> bool:
+    """Is the run only part of a longer expression (so its sides are not what they seem)?"""
+    if start > 0 and (text[start - 1].isalpha() or text[start - 1] in "}_:"):
+        return True  # "5P + 30 = 95", "2x+4 = 120", "1:2^2 = 1:4"
+    if end < len(text) and (text[end].isalpha() or text[end] in "\\{_:!"):
+        return True  # "100/5 = 5A/5", "= 4!": the last side runs on
+    prev = text[:start].rstrip()[-1:]
+    if run[:1] in "(-" and prev and (prev.isalpha() or prev in "}_"):
+        return True  # "5x -3 + 6 = ...": binary minus; "g (1/2) = 0": a function call
+    return _REMAINDER.match(text, end) is not None  # "100 / 12 = 8 R 4"
+
+
 def _chain_claims(text: str) -> list[bool]:
     results = []
     for m in _RUN.finditer(text):
@@ -134,10 +147,8 @@ def _chain_claims(text: str) -> list[bool]:
             continue
         start = m.start() + len(run) - len(run.lstrip())
         end = m.end() - (len(run) - len(run.rstrip()))
-        if start > 0 and (text[start - 1].isalpha() or text[start - 1] in "}_"):
-            continue  # "5P + 30 = 95", "2x+4 = 120": the run is the tail of an expression
-        if end < len(text) and (text[end].isalpha() or text[end] in "\\{_"):
-            continue  # "100/5 = 5A/5": the last side runs on into a variable
+        if _glued(text, start, end, run.strip()):
+            continue
         before = text[max(0, start - 12): start].split()
         if before and before[-1].lower() in _MULT_WORDS:
             continue

@@ -70,6 +70,9 @@ def test_step_markers_and_spans():
     ("x = 5", (0, 0)), ("5P + 30 = 95", (0, 0)), ("2x+4 = 120", (0, 0)),
     ("half of 48 = 24", (0, 0)), ("Tenly has 68 animals + 5 = 73", (0, 0)),
     ("1 + 1 = (lambda: 2)()", (0, 0)), ("2**3 = 8", (1, 0)), ("5/0 = 1 + 1", (0, 0)),
+    ("$5x -3 + 6 = 12 + 6$", (0, 0)), ("$g \\left( \\frac{1}{2} \\right) = 0$", (0, 0)),
+    ("$1000 \\div 9 = 111$ remainder 1", (0, 0)), ("$1 \\cdot 4 \\cdot 3 = 3!$", (0, 0)),
+    ("ratio $1:2^2=1:4$", (0, 0)), ("$\\frac 12 \\cdot 3 \\cdot 6 = 9$", (1, 0)),
 ])
 def test_claims(step, expected):
     assert check_step(step) == expected
