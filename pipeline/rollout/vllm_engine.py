@@ -196,7 +196,7 @@ def hf_weights(model):
 
 def _load_weights_gpu(worker, weights):
     """Runs inside the vLLM worker: plain ``load_weights`` (unpacked GPU weights)."""
-    model = worker.model_runner.model
+    model = worker.model_runner.get_model()  # unwraps CUDA-graph wrappers
     model.load_weights(((n, t.to(worker.device, non_blocking=True)) for n, t in weights))
     torch.cuda.synchronize()
 
@@ -206,7 +206,7 @@ def _reload_weights_cpu(worker, weights):
     from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
     worker.reload_weights(weights_iterator=iter(weights))
-    model = worker.model_runner.model
+    model = worker.model_runner.get_model()  # unwraps CUDA-graph wrappers
     lm_head = getattr(model, "lm_head", None)
     if getattr(model.config, "tie_word_embeddings", False) and lm_head is not None:
         dispatch_cpu_unquantized_gemm(lm_head, remove_weight=False)
