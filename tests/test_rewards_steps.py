@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rewards import step_rewards
+from rewards import format_reward, step_rewards
 from rewards.arith import ParseError, evaluate
 from rewards.steps import check_step
 
@@ -47,6 +47,7 @@ def test_generated_gsm_synth_solutions_all_check(tmp_path):
         steps = step_rewards(rec["solution"], gold=rec["answer"], style="gsm8k")
         assert all(s.score == 1 for s in steps[:-1]), rec["solution"]
         assert steps[-1].outcome == 1.0
+        assert format_reward(rec["solution"], "gsm8k") == 1.0
 
 
 def test_step_markers_and_spans():
