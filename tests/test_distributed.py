@@ -154,29 +154,32 @@ def test_sampling_seed_is_stable_and_distinct():
     assert distributed.sampling_seed(3, 7) == distributed.sampling_seed(3, 7) != distributed.sampling_seed(7, 3)
 
 
-def _grad_worker(rank, port, bucket, out):
+def _grad_worker(rank, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
     distributed.init(60)
-    distributed.BUCKET_ELEMENTS = bucket
-    params = [torch.nn.Parameter(torch.zeros(s)) for s in (3, (2, 5), 1, 7)]
-    for i, p in enumerate(params):
-        p.grad = torch.full_like(p, float(rank + 1) * (i + 1))
-    params[2].grad = None if rank == 1 else params[2].grad  # unused on one rank: counts as zero
-    distributed.all_reduce_grads(params)
+    results = []
+    for bucket in (4, 1 << 24):  # several buckets, then one
+        distributed.BUCKET_ELEMENTS = bucket
+        params = [torch.nn.Parameter(torch.zeros(s)) for s in (3, (2, 5), 1, 7)]
+        for i, p in enumerate(params):
+            p.grad = torch.full_like(p, float(rank + 1) * (i + 1))
+        params[2].grad = None if rank == 1 else params[2].grad  # unused on one rank: counts as zero
+        distributed.all_reduce_grads(params)
+        results.append([p.grad.clone() for p in params])
     total = distributed.all_reduce_sum([rank + 1, 0.5])
-    out[rank] = ([p.grad.clone() for p in params], total, distributed.gather_cat(torch.tensor([rank])).tolist())
+    out[rank] = (results, total, distributed.gather_cat(torch.tensor([rank])).tolist())
     distributed.close()
 
 
-@pytest.mark.parametrize("bucket", [4, 1 << 24])
-def test_gradient_all_reduce_sums_over_ranks(bucket):
+def test_gradient_all_reduce_sums_over_ranks():
     out = mp.Manager().dict()
-    mp.spawn(_grad_worker, args=(_free_port(), bucket, out), nprocs=2, join=True)
+    mp.spawn(_grad_worker, args=(_free_port(), out), nprocs=2, join=True)
     for rank in (0, 1):
-        grads, total, gathered = out[rank]
-        for i, g in enumerate(grads):
-            want = 1.0 * (i + 1) + (0 if i == 2 else 2.0 * (i + 1))
-            assert torch.equal(g, torch.full_like(g, want)), (rank, i)
+        results, total, gathered = out[rank]
+        for grads in results:
+            for i, g in enumerate(grads):
+                want = 1.0 * (i + 1) + (0 if i == 2 else 2.0 * (i + 1))
+                assert torch.equal(g, torch.full_like(g, want)), (rank, i)
         assert total == [3.0, 1.0] and gathered == [0, 1]
 
 
@@ -208,3 +211,20 @@ def test_hung_rank_times_out_with_a_message(tiny_setup):
     assert procs[0].returncode == 1, out0[-3000:]
     assert "Another rank probably died or stopped responding" in out0
     assert waited < 120, waited
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [
+    ["train.loss_type=dapo", "train.adv_scale=batch"],  # global token count, global batch std
+    ["train.loss_type=dr_grpo", "train.kl_in=reward", "train.num_iterations=2"],
+    ["train.advantage=process", "train.loss_type=bnpo"],
+])
+def test_two_ranks_match_one_process_variants(tiny_setup, extra):
+    name = "dp-var-" + "-".join(e.split("=")[1] for e in extra)
+    one = trainer.train(load_run_config(None, _args(tiny_setup, name + "-one", "train.steps=2",
+                                                    "rollout.seed_block=2", *extra)))
+    _torchrun(_args(tiny_setup, name + "-two", "train.steps=2", "rollout.seed_block=2", *extra))
+    two = one.parent / (name + "-two")
+    for got, want in zip(read_metrics(two), read_metrics(one), strict=True):
+        _assert_rows_close(got, want)
+    torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)

@@ -243,11 +243,12 @@ def optimise(cfg, policy, ref, opt, sched, batch: Batch, step: int, run_dir: Pat
                     kl_estimator=cfg.train.kl_estimator, importance_level=cfg.train.importance_level,
                     max_completion_length=cfg.rollout.max_new_tokens,
                     is_weights=None if batch.is_weights is None else batch.is_weights[rows],
-                    num_tokens=total_tokens if cfg.train.loss_type in ("bnpo", "dapo") else None)
+                    num_tokens=total_tokens if cfg.train.loss_type == "dapo" else None)
                 if not torch.isfinite(loss):
                     _stop_non_finite(run_dir, step, "loss")
-                # bnpo/dapo already divide by the whole batch's tokens; the others average rows.
-                scale = 1.0 if cfg.train.loss_type in ("bnpo", "dapo") else m / n_all
+                # dapo already divides by the whole batch's tokens; the others (bnpo: the micro-batch's
+                # tokens, as TRL) average rows.
+                scale = 1.0 if cfg.train.loss_type == "dapo" else m / n_all
                 (loss * scale).backward()
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + float(v) * m / n_all / cfg.train.num_iterations
