@@ -20,6 +20,8 @@ from pathlib import Path
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 IN_WORKER = "/opt/sandbox/worker.py"
+SECCOMP = str(Path(__file__).with_name("seccomp_filter.py"))  # imported by the worker
+IN_SECCOMP = "/opt/sandbox/seccomp_filter.py"
 IO_DIR = "/opt/sandbox/io"
 IMAGE = os.environ.get("MATHRL_SANDBOX_IMAGE", "mathrl-sandbox:py3.11")
 LABEL = "mathrl.sandbox"
@@ -156,6 +158,10 @@ def _bind_system(args: list[str]) -> None:
             args += ["--ro-bind", d, d]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     if not BASE_PREFIX.startswith("/usr/"):
+        # bwrap would copy the mode of private parents (/root is 0700): make them traversable
+        parts = BASE_PREFIX.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
         args += ["--ro-bind", BASE_PREFIX, BASE_PREFIX]
 
 
@@ -177,7 +183,8 @@ class BwrapBackend(Backend):
         else:
             args += ["--unshare-user", "--disable-userns"]
         _bind_system(args)
-        args += ["--ro-bind", WORKER, IN_WORKER, "--proc", "/proc", "--dev", "/dev",
+        args += ["--ro-bind", WORKER, IN_WORKER, "--ro-bind", SECCOMP, IN_SECCOMP,
+                 "--proc", "/proc", "--dev", "/dev",
                  "--perms", "1777", "--size", str(spec.tmp_mb << 20), "--tmpfs", "/tmp",
                  "--chdir", "/tmp"]
         return args + (command or [BASE_PYTHON, "-I", IN_WORKER,
@@ -228,6 +235,7 @@ class DockerBackend(Backend):
                 "--memory-swap", f"{mem}m", "--pids-limit", str(spec.nproc * 2 + 16),
                 "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8",
                 "--mount", f"type=bind,src={WORKER},dst={IN_WORKER},readonly",
+                "--mount", f"type=bind,src={SECCOMP},dst={IN_SECCOMP},readonly",
                 "--mount", f"type=bind,src={spec.host_dir},dst={IO_DIR}",
                 IMAGE, BASE_PYTHON, "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
 

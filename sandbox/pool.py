@@ -26,6 +26,7 @@ from .worker import read_frame, write_frame
 GRACE_S = 3.0
 CGROUP_OVERHEAD_MB = 128  # the worker and its helper, on top of the job's memory_mb
 START_TIMEOUT_S = 60.0
+SECCOMP_LABEL = "seccomp denylist (namespaces, ptrace, mount, bpf, io_uring, keyrings, modules)"
 
 
 class Slot:
@@ -45,11 +46,12 @@ class Slot:
         self.spec = SlotSpec(memory_mb=self.memory_mb)
         self._errlog = tempfile.TemporaryFile()
         kw = self.backend.popen_kwargs()
+        self.isolation = self.backend.isolation
         if self.backend.own_cgroup:
             self.cg = SlotCgroup.create(self.spec.name, self.memory_mb + CGROUP_OVERHEAD_MB,
                                         self.spec.nproc + 16)
             kw["preexec_fn"] = self.cg.enter if self.cg else None
-            self.isolation = self.backend.isolation + "; " + (
+            self.isolation += "; " + (
                 self.cg.label if self.cg else "no cgroup (memory capped per process only)")
         try:
             self._spawn(kw)
@@ -61,6 +63,8 @@ class Slot:
             detail = self._stderr_tail()
             self.close()
             raise SandboxUnavailable(f"{self.backend.name} worker failed to start: {detail}")
+        if hello.get("seccomp"):
+            self.isolation += "; " + SECCOMP_LABEL
 
     def _spawn(self, kw: dict) -> None:
         argv = self.backend.argv(self.spec)

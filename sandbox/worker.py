@@ -35,6 +35,12 @@ import builtins, collections, fractions, functools, io, itertools, math, random,
 import traceback
 import types
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I dropped the script dir
+try:
+    import seccomp_filter
+except ImportError:  # the wall did not provide it: jobs run without the denylist
+    seccomp_filter = None
+
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -78,6 +84,7 @@ class Worker:
         # In a fresh user namespace (unprivileged bwrap) RLIMIT_NPROC counts that namespace.
         self.nproc_always = bool(cfg.get("own_userns"))
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.seccomp = _probe_seccomp()
 
     def run_job(self, req):
         t0 = time.monotonic()
@@ -177,6 +184,17 @@ class Worker:
             _rm_contents(self.scratch)
 
 
+def _probe_seccomp():
+    """Can a job install the denylist here? Tried once, in a throwaway child."""
+    if seccomp_filter is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        os._exit(0 if seccomp_filter.install() else 1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def _drain(fd, buf, cap, open_fds):
     """Read what is available; return True when the cap is exceeded."""
     try:
@@ -220,6 +238,8 @@ def _child(w, req, out_w, err_w, st_w, stdin_path):
                                       errors="backslashreplace", line_buffering=True)
         sys.argv = ["<sandbox>"]
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        if w.seccomp and not seccomp_filter.install():  # promised by the label: never skip it
+            raise OSError("seccomp filter failed to install")
     except BaseException as e:
         os.write(err_w, f"sandbox: job setup failed: {e!r}\n".encode())
         os._exit(120)
@@ -356,7 +376,8 @@ def main():
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints must never reach the protocol pipe
     worker = Worker(cfg)
-    write_frame(rout, {"ready": True, "pid": os.getpid(), "root": worker.can_drop})
+    write_frame(rout, {"ready": True, "pid": os.getpid(), "root": worker.can_drop,
+                       "seccomp": worker.seccomp})
     while True:
         req = read_frame(rin)
         if req is None:

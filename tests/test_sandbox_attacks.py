@@ -141,6 +141,7 @@ def test_cannot_connect_to_host_loopback(sb, request):
     t.join()
     server.close()
     assert "connected" not in r.stdout and not got
+    assert "blocked" in r.stdout, r.stderr  # refused by the wall, not an import failure
 
 
 def _accept(server, got):
@@ -150,6 +151,20 @@ def _accept(server, got):
         conn.close()
     except OSError:
         pass
+
+
+def test_risky_syscalls_are_denied(sb):
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "for name, nr, args in [('unshare', 272, (0x10000000,)), ('ptrace', 101, (16, 1)),\n"
+            "                       ('io_uring_setup', 425, (8, None)), ('bpf', 321, (0, None, 0)),\n"
+            "                       ('keyctl', 250, (0,))]:\n"
+            "    rc = libc.syscall(nr, *args)\n"
+            "    print(name, rc, os.strerror(ctypes.get_errno()) if rc < 0 else 'allowed')")
+    r = sb.run(code)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 5 and all(" -1 " in ln for ln in lines), r.stdout
+    assert "seccomp" in r.isolation
 
 
 def test_daemon_does_not_survive_the_job(sb):

@@ -32,6 +32,13 @@ def test_stdin_is_fed_to_the_program(sb):
     assert r.stdout == "10\n" and r.exit_code == 0
 
 
+def test_stdlib_modules_import(sb):
+    mods = "socket, subprocess, decimal, statistics, json, sqlite3, hashlib, zlib, ctypes, ssl"
+    r = sb.run(f"import sys, {mods}\nprint(subprocess.run([sys.executable, '-c', "
+               "'print(\"hi\")'], capture_output=True, text=True).stdout, end='')")
+    assert r.stdout == "hi\n" and r.exit_code == 0, r.stderr
+
+
 def test_large_legit_output_is_returned_whole(sb):
     r = sb.run("print('ab' * 30000, end='')", max_output_bytes=65536)
     assert r.stdout == "ab" * 30000 and not r.output_truncated
