@@ -228,3 +228,21 @@ def test_two_ranks_match_one_process_variants(tiny_setup, extra):
     for got, want in zip(read_metrics(two), read_metrics(one), strict=True):
         _assert_rows_close(got, want)
     torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_ranks_match_one_process_with_lora(tiny_setup):
+    """LoRA: the reference is the adapter-disabled policy on every rank; only the adapter trains."""
+    from safetensors.torch import load_file
+
+    lora = ["train.steps=2", "rollout.seed_block=2", "model.lora=true", "model.lora_r=4",
+            "model.lora_target_modules=q_proj,v_proj"]
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "dp-lora-one", *lora)))
+    _torchrun(_args(tiny_setup, "dp-lora-two", *lora))
+    two = one.parent / "dp-lora-two"
+    for got, want in zip(read_metrics(two), read_metrics(one), strict=True):
+        _assert_rows_close(got, want)
+    a, b = (load_file(d / "final" / "adapter_model.safetensors") for d in (one, two))
+    assert a.keys() == b.keys() and any(float(v.abs().sum()) > 0 for k, v in a.items() if "lora_B" in k)
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-6)
