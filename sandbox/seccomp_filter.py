@@ -61,15 +61,17 @@ def program() -> bytes:
     return b"".join(out)
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+_CODE = program()  # built once: the worker imports this before it forks any job
+_PROG = _SockFprog(len(_CODE) // 8, _CODE)
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def install() -> bool:
     """Apply the filter to the calling process (needs no_new_privs set first)."""
     if platform.machine() != "x86_64":
         return False
-    code = program()
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-    prog = SockFprog(len(code) // 8, code)
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
+    return _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_PROG), 0, 0) == 0
