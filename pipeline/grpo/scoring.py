@@ -15,18 +15,20 @@ from __future__ import annotations
 import importlib
 from concurrent.futures import ThreadPoolExecutor
 
+from pipeline.config import RewardConfig
 from pipeline.grpo.episodes import Episode, char_to_token_ends
 
 OUTCOME = "correct"
 
 
-def resolve_reward(name: str):
-    """A registry name (`rewards.REWARDS`) or a user function as ``package.module:function``
-    with the registry's signature ``fn(completion, gold, style) -> float``."""
+def resolve_reward(name: str, timeout: float = 5.0, sandbox_backend: str = "auto"):
+    """A registry name (`rewards.REWARDS`, with the equivalence timeout and sandbox backend
+    bound) or a user function as ``package.module:function`` with the registry's signature
+    ``fn(completion, gold, style) -> float``."""
     import rewards
 
     if name in rewards.REWARDS:
-        return rewards.REWARDS[name]
+        return rewards.build_reward(name, timeout=timeout, sandbox_backend=sandbox_backend)
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
@@ -37,15 +39,16 @@ def resolve_reward(name: str):
                      "or a function given as package.module:function")
 
 
-def score_episodes(episodes: list[Episode], weights: dict[str, float], style: str, workers: int) -> None:
+def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
     """Fill ``rewards`` (each component) and ``reward`` (weighted sum) of every episode.
-    Correctness is always scored and logged, with weight 0 when it is not in ``weights``."""
-    fns = {name: resolve_reward(name) for name in {OUTCOME: 0.0, **weights}}
+    Correctness is always scored and logged, with weight 0 when it is not in the weights."""
+    weights, style = cfg.weights, cfg.style
+    fns = {name: resolve_reward(name, cfg.timeout, cfg.sandbox_backend) for name in {OUTCOME: 0.0, **weights}}
 
     def score(ep: Episode) -> dict[str, float]:
         return {name: float(fn(ep.completion, ep.gold, style)) for name, fn in fns.items()}
 
-    with ThreadPoolExecutor(max(1, workers)) as pool:
+    with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         for ep, comps in zip(episodes, pool.map(score, episodes)):
             ep.rewards = comps
             ep.reward = sum(weights.get(name, 0.0) * value for name, value in comps.items())

@@ -28,6 +28,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+import rewards
+
 from pipeline.config import RunConfig, save_config
 from pipeline.data_prep import load_problems
 from pipeline.grpo import distributed
@@ -98,6 +100,7 @@ def train(cfg: RunConfig) -> Path:
         raise TrainingError("the ranks found different checkpoints to resume from: every rank reads the run "
                             "directory, so put output_dir on storage that all nodes share")
     engine = build_engine(cfg, policy, tok)
+    rewards.warmup(cfg.reward.workers)  # start the checkers' worker processes outside the timed steps
     log = RunLog(run_dir, resume_step=start) if main_rank else NullLog()
     if state is not None:
         set_rng_state(state["rng"])
@@ -214,7 +217,7 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0) 
                        gold=p["answer"], engine_logprobs=s.logprobs) for j, s in enumerate(group)]
               for qi, (p, group) in enumerate(zip(problems, samples))]
     with _timed(timer, "reward"):
-        score_episodes([e for grp in groups for e in grp], cfg.reward.weights, cfg.reward.style, cfg.reward.workers)
+        score_episodes([e for grp in groups for e in grp], cfg.reward)
     timer["gen_tokens"] = timer.get("gen_tokens", 0) + sum(len(e.completion_ids) for grp in groups for e in grp)
     return groups
 
