@@ -44,3 +44,16 @@ def test_lora_model_sends_merged_base_weights_without_merging_the_model():
     changed = {k for k in names if not torch.equal(sent[k], original[k])}
     assert changed and all(k.split(".")[-2] in ("q_proj", "v_proj", "down_proj") for k in changed)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # model untouched
+
+
+def test_modules_to_save_copy_replaces_the_original():
+    from peft import LoraConfig, get_peft_model
+
+    base = _tiny(tie=False)
+    original_head = base.lm_head.weight.detach().clone()
+    model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"], modules_to_save=["lm_head"]))
+    with torch.no_grad():
+        model.base_model.model.lm_head.modules_to_save["default"].weight.add_(1.0)  # the trained copy
+    sent = dict(hf_weights(model))
+    assert "lm_head.weight" in sent and not any("modules_to_save" in k or "original_module" in k for k in sent)
+    assert torch.equal(sent["lm_head.weight"], original_head + 1.0)

@@ -169,29 +169,35 @@ def _to_sample(prompt: str, prompt_ids: list[int], c, tok) -> Sample:
 
 
 def hf_weights(model):
-    """(name, tensor) pairs in Hugging Face checkpoint names; peft LoRA layers come merged."""
-    try:
-        from peft import PeftModel
-        from peft.tuners.lora import LoraLayer
-    except ImportError:  # peft missing: cannot be a peft model
-        PeftModel = LoraLayer = ()
-    if not (PeftModel and isinstance(model, PeftModel)):
+    """(name, tensor) pairs in Hugging Face checkpoint names; peft LoRA layers come merged.
+
+    peft ``modules_to_save`` copies replace their original module; DoRA is refused (its merge
+    is not W + delta)."""
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+
+    if not isinstance(model, PeftModel):
         yield from model.state_dict().items()
         return
     deltas = {}
     for name, module in model.named_modules():
         if isinstance(module, LoraLayer):
             active = [a for a in module.active_adapters if a in module.lora_A]
+            if any(module.use_dora.get(a, False) for a in active):
+                raise NotImplementedError("vLLM weight sync: DoRA adapters are not supported")
             if active and not module.merged and not module.disable_adapters:
                 deltas[name + ".base_layer.weight"] = sum(module.get_delta_weight(a) for a in active)
-    prefix = "base_model.model."
+    saved = f".modules_to_save.{model.active_adapter}."
     for name, tensor in model.state_dict().items():
-        if "lora_" in name or "modules_to_save" in name:
+        if "lora_" in name or ".original_module." in name:
             continue
+        if ".modules_to_save." in name:
+            if saved not in name:
+                continue
+            name = name.replace(saved, ".")
         if name in deltas:
             tensor = tensor + deltas[name].to(tensor.dtype)
-        name = name.removeprefix(prefix).replace(".base_layer.", ".")
-        yield name, tensor
+        yield name.removeprefix("base_model.model.").replace(".base_layer.", "."), tensor
 
 
 def _load_weights_gpu(worker, weights):
