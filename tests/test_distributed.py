@@ -133,6 +133,11 @@ def test_shard_splits_evenly_and_rejects_remainders(monkeypatch):
     assert distributed.shard(items) == ([4, 5], 4)
     with pytest.raises(ValueError, match="not divisible by the 4 ranks"):
         distributed.shard(items[:6])
+    shares = []
+    for r in range(4):
+        monkeypatch.setattr(distributed, "rank", lambda r=r: r)
+        shares.append(distributed.shard(items[:6], even=False))
+    assert shares == [([0], 0), ([1, 2], 1), ([3], 3), ([4, 5], 4)]  # refill rounds: uneven, contiguous
 
 
 def test_validate_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
@@ -140,8 +145,8 @@ def test_validate_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
     cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "train.questions_per_step=3"))
     with pytest.raises(trainer.TrainingError, match="divisible by the number of ranks"):
         trainer._validate(cfg)
-    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "train.dynamic_sampling=true"))
-    with pytest.raises(trainer.TrainingError, match="dynamic_sampling"):
+    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.seed_block=3"))
+    with pytest.raises(trainer.TrainingError, match="seed_block=3 must divide"):
         trainer._validate(cfg)
     cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.engine=vllm"))
     with pytest.raises(trainer.TrainingError, match="not wired yet"):
@@ -246,3 +251,19 @@ def test_two_ranks_match_one_process_with_lora(tiny_setup):
     assert a.keys() == b.keys() and any(float(v.abs().sum()) > 0 for k, v in a.items() if "lora_B" in k)
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_two_ranks_match_one_process_with_dynamic_sampling(tiny_setup):
+    """Refill rounds draw an uneven number of questions; every rank sees every group and keeps
+    an equal share of the informative ones."""
+    dyn = ["train.steps=2", "rollout.seed_block=1", "train.dynamic_sampling=true", "train.max_resample_rounds=3"]
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "dp-dyn-one", *dyn)))
+    rows_one = read_metrics(one)
+    # precondition (deterministic): groups were dropped and refilled, and the rounds did not run out
+    assert all(r["zero_std_frac"] > 0 and r["groups"] == 4 for r in rows_one)
+    _torchrun(_args(tiny_setup, "dp-dyn-two", *dyn))
+    two = one.parent / "dp-dyn-two"
+    for got, want in zip(read_metrics(two), rows_one, strict=True):
+        _assert_rows_close(got, want)
+    torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)

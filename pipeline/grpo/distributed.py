@@ -81,13 +81,22 @@ def sampling_seed(seed: int, draw: int) -> int:
     return int.from_bytes(digest[:7], "little")
 
 
-def shard(items: list, what: str = "train.questions_per_step") -> tuple[list, int]:
-    """(this rank's contiguous share of ``items``, index of its first item in ``items``)."""
-    n, w = len(items), world_size()
-    if n % w:
+def shard(items: list, even: bool = True, what: str = "train.questions_per_step") -> tuple[list, int]:
+    """(this rank's contiguous share of ``items``, index of its first item in ``items``).
+    ``even=False`` allows shares that differ by one item (dynamic-sampling refills)."""
+    n, w, r = len(items), world_size(), rank()
+    if even and n % w:
         raise ValueError(f"{what}={n} is not divisible by the {w} ranks; use a multiple of {w}")
-    k = n // w
-    return items[rank() * k:(rank() + 1) * k], rank() * k
+    return items[r * n // w:(r + 1) * n // w], r * n // w
+
+
+def gather_list(items: list) -> list:
+    """Every rank's ``items`` concatenated in rank order, on every rank (picklable objects)."""
+    if world_size() == 1:
+        return items
+    parts: list = [None] * world_size()
+    _collective("all_gather of sampled groups", dist.all_gather_object, parts, items)
+    return [x for part in parts for x in part]
 
 
 def _collective(what: str, fn, *args, **kwargs):

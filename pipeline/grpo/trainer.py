@@ -178,18 +178,25 @@ def collect_groups(cfg, engine, tok, sampler, timer) -> tuple[list[Episode], flo
     kept: list[list[Episode]] = []
     zero_groups = total_groups = 0
     rounds = 1 + (cfg.train.max_resample_rounds if cfg.train.dynamic_sampling else 0)
+    spread = cfg.train.dynamic_sampling and distributed.world_size() > 1  # then every rank sees every group
+    flat_groups: list[list[Episode]] = []
     for _ in range(rounds):
         first = sampler.drawn  # every rank draws the global list and keeps its own shard
-        mine, offset = distributed.shard(sampler.take(want - len(kept)))
+        mine, offset = distributed.shard(sampler.take(want - len(kept)), even=not spread)
         groups = rollout(cfg, engine, tok, mine, timer, first + offset)
+        groups = distributed.gather_list(groups) if spread else groups
         for group in groups:
             flat = max(e.reward for e in group) == min(e.reward for e in group)
             zero_groups += flat
             total_groups += 1
             if not (cfg.train.dynamic_sampling and flat):
                 kept.append(group)
+            elif spread:
+                flat_groups.append(group)
         if len(kept) >= want:
             break
+    if spread:  # equal shares: if the rounds ran out, flat groups fill the batch (1 process: fewer groups)
+        kept = distributed.shard((kept + flat_groups)[:want])[0]
     if not kept:  # every group was flat in every round: train on the last round (advantage 0)
         kept = groups
     episodes = [e for gi, group in enumerate(kept) for e in group]
@@ -338,9 +345,6 @@ def _validate(cfg: RunConfig) -> None:
     if block < 0 or (block and t.questions_per_step // ranks % block):
         raise TrainingError(f"rollout.seed_block={cfg.rollout.seed_block} must divide each rank's share of "
                             f"train.questions_per_step ({t.questions_per_step // ranks})")
-    if ranks > 1 and t.dynamic_sampling:
-        raise TrainingError("train.dynamic_sampling is not implemented with more than one rank yet; "
-                            "turn it off or run on one process")
     if ranks > 1 and cfg.rollout.engine != "hf":
         raise TrainingError("rollout.engine=vllm under torchrun is not wired yet (each rank's engine must join "
                             "torchrun's world, see docs/distributed.md); use rollout.engine=hf or one process")
