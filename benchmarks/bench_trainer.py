@@ -23,11 +23,21 @@ Each trainer runs in its own child process (`--child ours|trl`). Measured there:
   training loop itself adds on top of imports, policy, reference and data.
 Ratios are ours / TRL: below 1 means we are faster or smaller. Completions of an untrained model
 rarely stop early, so both sides generate about the same number of tokens; the mean completion
-length of each is printed as a check.
+length of each is printed as a check, with per-phase seconds (ours from metrics.jsonl's time/*,
+TRL's from its own profiling spans) to show where a difference comes from. The reward row only
+shows that both trained on a non-zero signal; it differs because the two samplers' random
+streams differ.
 
-Usage: python benchmarks/bench_trainer.py [--size tiny|small|both] [--steps 4] [--repeats 1]
-       [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--workdir DIR]
-The default (tiny model, 4 steps, 1 repeat) takes about 1-2 minutes on 2 CPU cores.
+Each child runs torch with one thread by default (`--threads`): on a shared 2-core machine two
+OpenMP threads per process stall at every barrier when another process holds a core, which made
+steps up to 10x slower and far noisier in trials. Repeats alternate which trainer runs first.
+The "fastest" row (each side's quickest timed step) is the least load-sensitive estimate.
+
+Usage: python benchmarks/bench_trainer.py [--size tiny|small|both] [--steps 4] [--repeats 2]
+       [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--threads 1]
+       [--workdir DIR]
+The default (tiny model, 4 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
+`--size small` (6M parameters) about 4 minutes per repeat there. Results: docs/bench_trainer.md.
 """
 from __future__ import annotations
 
@@ -321,6 +331,9 @@ def main() -> None:
     a = parse_args()
     if a.child:
         return child_main(a)
+    import importlib.util
+    if importlib.util.find_spec("trl") is None:
+        sys.exit("bench_trainer needs TRL to compare against: pip install -e '.[test]' (trl==1.16.0)")
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
         workdir = Path(a.workdir or tmp).resolve()
