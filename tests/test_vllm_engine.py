@@ -26,7 +26,7 @@ CORPUS = ([f"user\nWhat is {a} plus {b}?" for a in range(20) for b in range(20)]
 
 
 @pytest.fixture(scope="module", params=["tied", "untied"])
-def setup(request, tmp_path_factory):
+def case(request, tmp_path_factory):
     """(engine, hf model, tokenizer) for a freshly built tiny model; one engine at a time."""
     path = tmp_path_factory.mktemp(request.param)
     cfg = ModelConfig(tiny_tie_embeddings=request.param == "tied", tiny_vocab_size=400)
@@ -60,8 +60,8 @@ def _train(model, tok, steps: int, lr: float = 3e-3):
     return target
 
 
-def test_groups_of_samples_with_logprobs(setup):
-    engine, model, tok = setup
+def test_groups_of_samples_with_logprobs(case):
+    engine, model, tok = case
     out = engine.generate(PROMPTS, 4, SamplingParams(max_new_tokens=12, temperature=1.0, seed=5))
     assert [len(g) for g in out] == [4, 4]
     for prompt, group in zip(PROMPTS, out):
@@ -79,8 +79,8 @@ def test_groups_of_samples_with_logprobs(setup):
     assert _ids(again) == _ids(out)  # a seed makes sampling reproducible
 
 
-def test_sync_after_optimizer_steps_matches_hf_greedy(setup):
-    engine, model, tok = setup
+def test_sync_after_optimizer_steps_matches_hf_greedy(case):
+    engine, model, tok = case
     hf = HFEngine(model, tok)
     before = _ids(hf.generate(PROMPTS, 1, GREEDY))
     engine.sync_weights(model)
@@ -103,8 +103,8 @@ def test_sync_after_optimizer_steps_matches_hf_greedy(setup):
     assert got[0][0].completion == TARGET
 
 
-def test_logprobs_match_hf_after_sync(setup):
-    engine, model, tok = setup
+def test_logprobs_match_hf_after_sync(case):
+    engine, model, tok = case
     with torch.no_grad():  # move away from whatever the engine holds now
         for p in model.parameters():
             p.add_(0.02 * torch.randn_like(p))
@@ -118,12 +118,12 @@ def test_logprobs_match_hf_after_sync(setup):
         assert torch.allclose(torch.tensor(s.logprobs), ref, atol=LOGP_TOL, rtol=0)
 
 
-def test_lora_model_syncs_merged_weights(setup):
+def test_lora_model_syncs_merged_weights(case):
     """Under peft LoRA the engine samples from base + adapter (merged on the fly). Runs last: it
     wraps the module-scoped model in place."""
     from peft import LoraConfig, get_peft_model
 
-    engine, model, tok = setup
+    engine, model, tok = case
     engine.sync_weights(model)
     base_greedy = _ids(engine.generate(PROMPTS, 1, GREEDY))
     lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj", "down_proj"],
