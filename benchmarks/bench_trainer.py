@@ -33,11 +33,11 @@ OpenMP threads per process stall at every barrier when another process holds a c
 steps up to 10x slower and far noisier in trials. Repeats alternate which trainer runs first.
 The "fastest" row (each side's quickest timed step) is the least load-sensitive estimate.
 
-Usage: python benchmarks/bench_trainer.py [--size tiny|small|both] [--steps 4] [--repeats 2]
+Usage: python benchmarks/bench_trainer.py [--size tiny|default|small|all] [--steps 4] [--repeats 2]
        [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--threads 1]
        [--workdir DIR]
 The default (tiny model, 4 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
-`--size small` (6M parameters) about 4 minutes per repeat there. Results: docs/bench_trainer.md.
+`--size all --steps 6 --repeats 3` about 6-10 minutes. Results: docs/bench_trainer.md.
 """
 from __future__ import annotations
 
@@ -52,10 +52,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# tests/conftest.py's tiny model, and a ~6M-parameter one.
+# tests/conftest.py's tiny model, the CPU default's model (schema defaults, ~1M), and a ~6M one.
 SIZES = {
     "tiny": ["model.tiny_hidden_size=64", "model.tiny_layers=2", "model.tiny_heads=2", "model.tiny_kv_heads=1",
              "model.tiny_intermediate_size=128", "model.tiny_vocab_size=512"],
+    "default": [],
     "small": ["model.tiny_hidden_size=256", "model.tiny_layers=6", "model.tiny_heads=4", "model.tiny_kv_heads=2",
               "model.tiny_intermediate_size=1024", "model.tiny_vocab_size=1024"],
 }
@@ -308,7 +309,7 @@ def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--size", choices=[*SIZES, "both"], default="tiny")
+    p.add_argument("--size", choices=[*SIZES, "all"], default="tiny")
     p.add_argument("--steps", type=int, default=4, help="optimizer steps per run; the first is a warm-up")
     p.add_argument("--repeats", type=int, default=2, help="ours/TRL run pairs per size, order alternating")
     p.add_argument("--questions", type=int, default=4, help="questions per step")
@@ -340,7 +341,7 @@ def main() -> None:
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; "
               f"Q={a.questions} G={a.group} max_new_tokens={a.max_new_tokens} micro_batch={a.micro_batch} "
               f"steps={a.steps} (1 warm-up) repeats={a.repeats}")
-        for size in (list(SIZES) if a.size == "both" else [a.size]):
+        for size in (list(SIZES) if a.size == "all" else [a.size]):
             params = setup(workdir, size)
             ours, trl = [], []
             for i in range(a.repeats):
