@@ -20,10 +20,12 @@ def token_logprobs(model, packed: Packed, rows: slice | None = None, temperature
     rows = rows or slice(None)
     ids = packed.input_ids[rows]
     device = next(model.parameters()).device
-    out = model(input_ids=ids.to(device), attention_mask=packed.attention_mask[rows].to(device),
-                position_ids=packed.position_ids[rows].to(device), use_cache=False)
     p = packed.prompt_width
-    logits = out.logits[:, p - 1:-1, :]  # [n, T, V]: position t predicts completion token t
+    t = ids.shape[1] - p
+    # Only the last T + 1 positions feed the LM head: no logits are built for the prompt.
+    out = model(input_ids=ids.to(device), attention_mask=packed.attention_mask[rows].to(device),
+                position_ids=packed.position_ids[rows].to(device), use_cache=False, logits_to_keep=t + 1)
+    logits = out.logits[:, :-1, :]  # [n, T, V]: position p - 1 + t predicts completion token t
     targets = ids[:, p:].to(device)  # [n, T]
     result = []
     for start in range(0, logits.shape[0], chunk):
