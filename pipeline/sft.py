@@ -233,3 +233,7 @@ def main(cfg: RunConfig) -> int:
     (out / "sft_report.json").write_text(json.dumps(report, indent=1))
     print(f"sft: saved {out} after {train_minutes:.1f} min of training (final loss {report['final_loss']:.3f})")
     return 0
+
+
+__all__ = ["accuracy_report", "corrupt_records", "corrupt_solution", "encode", "evaluate", "extract_answer",
+           "load_task", "main", "train"]

@@ -141,3 +141,6 @@ def generate(cfg: DataConfig) -> tuple[list[dict], list[dict]]:
 def num_steps(record: dict) -> int:
     """Number of calculator steps in a record's reference solution."""
     return record["solution"].count("<<")
+
+
+__all__ = ["Step", "format_solution", "generate", "make_problem", "num_steps"]
