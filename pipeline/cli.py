@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from pipeline.config import ConfigError, RunConfig, describe, load_run_config
+from pipeline.data_prep import DataError
 
 STAGES = {
     "data": ("pipeline.data_prep", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
@@ -33,18 +35,27 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", default=None, help="YAML run config (see configs/)")
         p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.lr=1e-5")
+        if name == "eval":
+            p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (eval.limit)")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     args = parser.parse_args(argv)
     if args.stage == "config":
         print("\n".join(describe(RunConfig)))
         return 0
     try:
-        cfg = load_run_config(args.config, args.overrides)
+        extra = [f"eval.limit={args.limit}"] if getattr(args, "limit", None) is not None else []
+        cfg = load_run_config(args.config, [*args.overrides, *extra])
     except ConfigError as e:
         print(f"mathrl: config error: {e}", file=sys.stderr)
         return 2
     module = importlib.import_module(STAGES[args.stage][0])
-    result = module.main(cfg)
+    try:
+        result = module.main(cfg)
+    except (OSError, DataError) as e:  # missing files, models or data: say what, not a traceback
+        if os.environ.get("MATHRL_DEBUG"):
+            raise
+        print(f"mathrl {args.stage}: {e} (set MATHRL_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

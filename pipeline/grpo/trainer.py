@@ -85,10 +85,10 @@ def train(cfg: RunConfig) -> Path:
     if main_rank:
         save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
+    sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
     policy, tok, ref = build_policy(cfg, ckpt)
     distributed.broadcast_params(policy)
     opt, sched = build_optimizer(cfg, policy)
-    sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
     start = 0
     if state is not None:
         opt.load_state_dict(state["optimizer"])
