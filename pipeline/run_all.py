@@ -10,6 +10,7 @@ line printed is machine-readable:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -18,8 +19,17 @@ from pipeline.config import RunConfig
 KNOWN_STAGES = ("build-tiny", "sft", "train", "eval")
 
 
+def greedy(cfg: RunConfig) -> RunConfig:
+    """The same config with greedy single-sample evaluation."""
+    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, n_samples=1, temperature=0.0, ks=[1]))
+
+
+def is_greedy(cfg: RunConfig) -> bool:
+    return cfg.eval.n_samples == 1 and cfg.eval.temperature <= 0
+
+
 def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
-    """Greedy eval of ``model_path`` on the eval section's dataset, outputs in ``out_dir``."""
+    """Eval of ``model_path`` with the eval section's settings, outputs in ``out_dir``."""
     from evals.loading import load_for_eval
     from evals.run import evaluate_with_config, make_engine
 
@@ -31,21 +41,28 @@ def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
         engine.close()
 
 
-def write_report(run_dir: Path, cfg: RunConfig, before: dict | None, after: dict | None, minutes: float) -> Path:
+def _title(cfg: RunConfig) -> str:
+    if is_greedy(cfg):
+        return "greedy accuracy"
+    return f"mean accuracy of {cfg.eval.n_samples} samples at temperature {cfg.eval.temperature:g}"
+
+
+def write_report(run_dir: Path, cfg: RunConfig, results: list[tuple[str, dict, dict]], minutes: float) -> Path:
+    """``results``: (title, before summary, after summary) per eval setting."""
     lines = [f"# Run `{cfg.name}`", "", f"- task: `{cfg.train.task}`, eval dataset: `{cfg.eval.dataset}` "
-             f"({cfg.eval.split}, {'all' if not cfg.eval.limit else cfg.eval.limit} problems, greedy)",
+             f"({cfg.eval.split}, {'all' if not cfg.eval.limit else cfg.eval.limit} problems)",
              f"- advantage: {cfg.train.advantage}, steps: {cfg.train.steps}, G = {cfg.rollout.group_size}, "
              f"questions/step = {cfg.train.questions_per_step}", f"- wall time: {minutes:.1f} min", ""]
-    if before and after:
-        lines += ["| model | accuracy | answer-extraction failures |", "|---|---|---|",
-                  f"| before GRPO (`{cfg.model.name_or_path}`) | {before['accuracy']:.3f} | "
-                  f"{before['extraction_failure_rate']:.3f} |",
-                  f"| after GRPO (`{run_dir / 'final'}`) | {after['accuracy']:.3f} | "
-                  f"{after['extraction_failure_rate']:.3f} |", ""]
+    for title, b, a in results:
+        lines += [f"**{title}**", "", "| model | accuracy | answer-extraction failures |", "|---|---|---|",
+                  f"| before GRPO (`{cfg.model.name_or_path}`) | {b['accuracy']:.3f} | "
+                  f"{b['extraction_failure_rate']:.3f} |",
+                  f"| after GRPO (`{run_dir / 'final'}`) | {a['accuracy']:.3f} | "
+                  f"{a['extraction_failure_rate']:.3f} |", ""]
     if (run_dir / "curves.png").is_file():
         lines += ["![training curves](curves.png)", ""]
     lines += ["Files: `config.yaml` (resolved config), `metrics.jsonl`, `samples.jsonl`, `checkpoints/`, "
-              "`final/`, `eval/before|after/` (results.jsonl, summary.json, report.md)."]
+              "`final/`, `eval/[greedy_]before|after/` (results.jsonl, summary.json, report.md)."]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -64,23 +81,29 @@ def main(cfg: RunConfig) -> int:
     if "sft" in cfg.stages:
         from pipeline import sft
         sft.main(cfg)
-    before = after = None
-    if "eval" in cfg.stages:
-        before = evaluate_model(cfg, cfg.model.name_or_path, run_dir / "eval" / "before")
-        print(f"before GRPO: accuracy {before['accuracy']:.3f} on {cfg.eval.dataset}")
+    # The configured eval, plus a greedy one when the configured eval samples.
+    settings = [("", cfg)] + ([] if is_greedy(cfg) else [("greedy_", greedy(cfg))])
+    do_eval = "eval" in cfg.stages
+    before = {tag: evaluate_model(c, cfg.model.name_or_path, run_dir / "eval" / f"{tag}before")
+              for tag, c in settings} if do_eval else {}
+    for tag, c in settings if do_eval else []:
+        print(f"before GRPO: {_title(c)} {before[tag]['accuracy']:.3f} on {cfg.eval.dataset}")
     if "train" in cfg.stages:
         from pipeline.grpo import trainer
         code = trainer.main(cfg)
         if code:
             return code
-    if "eval" in cfg.stages and "train" in cfg.stages:
-        after = evaluate_model(cfg, str(run_dir / "final"), run_dir / "eval" / "after")
-        print(f"after GRPO: accuracy {after['accuracy']:.3f} on {cfg.eval.dataset}")
+    after = {tag: evaluate_model(c, str(run_dir / "final"), run_dir / "eval" / f"{tag}after")
+             for tag, c in settings} if do_eval and "train" in cfg.stages else {}
+    for tag, c in settings if after else []:
+        print(f"after GRPO: {_title(c)} {after[tag]['accuracy']:.3f} on {cfg.eval.dataset}")
     minutes = (time.time() - start) / 60
     run_dir.mkdir(parents=True, exist_ok=True)
-    report = write_report(run_dir, cfg, before, after, minutes)
+    results = [(_title(c), before[tag], after[tag]) for tag, c in settings if after]
+    report = write_report(run_dir, cfg, results, minutes)
     print(f"report: {report}")
-    if before and after:
+    if after:
+        before, after = before[""], after[""]
         print(f"result: task={cfg.train.task} before={before['accuracy']:.4f} after={after['accuracy']:.4f} "
               f"minutes={minutes:.1f}")
     return 0
