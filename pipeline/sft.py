@@ -14,11 +14,13 @@ The model thus learns to make occasional slips, which RL can then remove.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
 import re
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -202,6 +204,17 @@ def accuracy_report(records: list[dict], correct: list[int]) -> dict:
             "by_steps": {k: round(sum(v) / len(v), 4) for k, v in sorted(by.items())}}
 
 
+def _stamp(cfg: RunConfig) -> str:
+    """What the SFT output depends on: settings, seed, prompt, data and the initial weights."""
+    h = hashlib.sha256(json.dumps([asdict(cfg.sft), asdict(cfg.prompt), asdict(cfg.data), cfg.seed],
+                                  sort_keys=True).encode())
+    for name in ("tiny_build.json", "config.json", "model.safetensors"):
+        path = Path(cfg.sft.init) / name
+        if path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def main(cfg: RunConfig) -> int:
     """`mathrl sft`: corrupt, fine-tune, save, report greedy test accuracy."""
     from pipeline.models import load_policy
@@ -211,6 +224,11 @@ def main(cfg: RunConfig) -> int:
         from pipeline import models  # `make sft` on a fresh clone: build the tiny base first
 
         models.main(cfg)
+    stamp = _stamp(cfg)
+    report_path = Path(s.output) / "sft_report.json"
+    if report_path.is_file() and json.loads(report_path.read_text()).get("stamp") == stamp:
+        print(f"sft: {s.output} is up to date (same init, data and settings); skipping")
+        return 0
     torch.manual_seed(cfg.seed)
     t0 = time.time()
     model, tok = load_policy(s.init, dtype="float32", device=cfg.device)
@@ -230,6 +248,7 @@ def main(cfg: RunConfig) -> int:
         report.update(accuracy_report(test, evaluate(model, tok, test, cfg)))
         print(f"sft: greedy accuracy on {len(test)} test problems: {report['accuracy']:.3f} "
               f"(by steps: {report['by_steps']})")
+    report["stamp"] = stamp
     (out / "sft_report.json").write_text(json.dumps(report, indent=1))
     print(f"sft: saved {out} after {train_minutes:.1f} min of training (final loss {report['final_loss']:.3f})")
     return 0

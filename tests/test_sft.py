@@ -93,6 +93,18 @@ def test_main_saves_a_loadable_model_and_reports_accuracy(tiny_setup, tmp_path, 
     assert "greedy accuracy on 4 test problems" in capsys.readouterr().out
 
 
+def test_main_skips_when_nothing_changed(tiny_setup, tmp_path, capsys):
+    cfg = sft_cfg(tiny_setup, tmp_path, "sft.steps=2", "sft.eval_limit=0")
+    sft.main(cfg)
+    weights = tmp_path / "sft" / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    capsys.readouterr()
+    sft.main(cfg)
+    assert "up to date" in capsys.readouterr().out and weights.stat().st_mtime_ns == before
+    sft.main(sft_cfg(tiny_setup, tmp_path, "sft.steps=3", "sft.eval_limit=0"))
+    assert "up to date" not in capsys.readouterr().out and weights.stat().st_mtime_ns != before
+
+
 def test_main_builds_the_tiny_base_when_init_is_the_missing_tiny_dir(tiny_setup, tmp_path):
     fresh = tmp_path / "fresh-base"
     cfg = sft_cfg(tiny_setup, tmp_path, "sft.steps=2", "sft.eval_limit=0", f"model.tiny_dir={fresh}",
