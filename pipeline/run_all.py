@@ -33,6 +33,7 @@ def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
     from evals.loading import load_for_eval
     from evals.run import evaluate_with_config, make_engine
 
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=model_path))
     model, tok, path = load_for_eval(model_path, cfg.model.dtype, cfg.device)
     engine = make_engine(cfg, model, tok, path)
     try:
