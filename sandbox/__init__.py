@@ -20,8 +20,9 @@ daemons (after each job every process of the slot uid is killed).
 Each bwrap/process slot also gets its own memory + pids cgroup when the host allows it (v1,
 or delegated v2); docker uses the engine's cgroup.
 
-What is NOT protected: kernel exploits (namespaces share the host kernel; only docker adds a
-seccomp filter, the engine's default), CPU contention between jobs, timing side channels;
+What is NOT protected: kernel exploits through the syscalls the seccomp denylist allows (every
+backend installs it; docker stacks the engine's default profile on top; all share the host
+kernel), CPU contention between jobs, timing side channels;
 without a cgroup a job forking to its process limit can use up to nproc x memory_mb. The `process`
 backend only limits resources: the host's files and network stay reachable, so it is not a
 security boundary and its `isolation` label says so.
