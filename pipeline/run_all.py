@@ -69,6 +69,15 @@ def write_report(run_dir: Path, cfg: RunConfig, results: list[tuple[str, dict, d
     return path
 
 
+def _eval_all(settings: dict[str, RunConfig], model_path: str, run_dir: Path, when: str) -> dict[str, dict]:
+    """Evaluate ``model_path`` under each eval setting into ``eval/<tag><when>/``."""
+    out = {}
+    for tag, c in settings.items():
+        out[tag] = evaluate_model(c, model_path, run_dir / "eval" / f"{tag}{when}")
+        print(f"{when} GRPO: {_title(c)} {out[tag]['accuracy']:.3f} on {c.eval.dataset}")
+    return out
+
+
 def main(cfg: RunConfig) -> int:
     unknown = [s for s in cfg.stages if s not in KNOWN_STAGES]
     if unknown:
@@ -83,30 +92,24 @@ def main(cfg: RunConfig) -> int:
         from pipeline import sft
         sft.main(cfg)
     # The configured eval, plus a greedy one when the configured eval samples.
-    settings = [("", cfg)] + ([] if is_greedy(cfg) else [("greedy_", greedy(cfg))])
-    do_eval = "eval" in cfg.stages
-    before = {tag: evaluate_model(c, cfg.model.name_or_path, run_dir / "eval" / f"{tag}before")
-              for tag, c in settings} if do_eval else {}
-    for tag, c in settings if do_eval else []:
-        print(f"before GRPO: {_title(c)} {before[tag]['accuracy']:.3f} on {cfg.eval.dataset}")
+    settings = {"": cfg} if is_greedy(cfg) else {"": cfg, "greedy_": greedy(cfg)}
+    before = _eval_all(settings, cfg.model.name_or_path, run_dir, "before") if "eval" in cfg.stages else {}
+    after = {}
     if "train" in cfg.stages:
         from pipeline.grpo import trainer
         code = trainer.main(cfg)
         if code:
             return code
-    after = {tag: evaluate_model(c, str(run_dir / "final"), run_dir / "eval" / f"{tag}after")
-             for tag, c in settings} if do_eval and "train" in cfg.stages else {}
-    for tag, c in settings if after else []:
-        print(f"after GRPO: {_title(c)} {after[tag]['accuracy']:.3f} on {cfg.eval.dataset}")
+        if "eval" in cfg.stages:
+            after = _eval_all(settings, str(run_dir / "final"), run_dir, "after")
     minutes = (time.time() - start) / 60
     run_dir.mkdir(parents=True, exist_ok=True)
-    results = [(_title(c), before[tag], after[tag]) for tag, c in settings if after]
+    results = [(_title(c), before[tag], after[tag]) for tag, c in settings.items() if after]
     report = write_report(run_dir, cfg, results, minutes)
     print(f"report: {report}")
     if after:
-        before, after = before[""], after[""]
-        print(f"result: task={cfg.train.task} before={before['accuracy']:.4f} after={after['accuracy']:.4f} "
-              f"minutes={minutes:.1f}")
+        print(f"result: task={cfg.train.task} before={before['']['accuracy']:.4f} "
+              f"after={after['']['accuracy']:.4f} minutes={minutes:.1f}")
     return 0
 
 
