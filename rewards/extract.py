@@ -55,19 +55,18 @@ def _hash_answer(text: str) -> str | None:
 
 def _clean_number(s: str) -> str | None:
     """The first number in a short answer line, with thousands commas and '$' dropped."""
-    m = _NUMBER.search(s.replace("$", ""))
-    if m is None:
-        return None
-    return m.group(0).replace(",", "").rstrip(".")
+    return _number_text(_NUMBER.search(s.replace("$", "")))
 
 
 def _last_number(text: str) -> str | None:
     last = None
-    for m in _NUMBER.finditer(text):
-        last = m
-    if last is None:
-        return None
-    return last.group(0).replace(",", "").rstrip(".")
+    for last in _NUMBER.finditer(text):
+        pass
+    return _number_text(last)
+
+
+def _number_text(m) -> str | None:
+    return None if m is None else m.group(0).replace(",", "").rstrip(".")
 
 
 def _marker_answer(text: str) -> str | None:

@@ -24,6 +24,13 @@ PROCESS_GAPS = {"write_outside", "read_passwd", "socket"}
 NO_UID_GAPS = {"read_secret"}
 NO_UID_UNSAFE = {"fork_bomb", "process_cap"}
 
+# Tries to fork 2000 sleeping children and prints how many it got: the process-cap attack.
+FORK_2000 = ("import os, time\nn = 0\n"
+             "for _ in range(2000):\n"
+             "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+             "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\n"
+             "print(n)")
+
 
 def require(backend: str) -> None:
     ok, why = BACKENDS[backend].available()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.testing import (BACKEND_PARAMS, daemon_code, leftovers, mark_gap, open_pool,
+from sandbox.testing import (BACKEND_PARAMS, FORK_2000, daemon_code, leftovers, mark_gap, open_pool,
                              procs_with_token, unit_members)
 
 
@@ -67,12 +67,7 @@ def test_memory_of_all_job_processes_is_capped(sb, request):
 
 def test_process_count_is_capped(sb, request):
     mark_gap(request, sb, "process_cap")
-    code = ("import os, time\nn = 0\n"
-            "for _ in range(2000):\n"
-            "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
-            "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\n"
-            "print(n)")
-    r = sb.run(code, timeout_s=10)
+    r = sb.run(FORK_2000, timeout_s=10)
     assert r.exit_code == 0, r.stderr
     assert int(r.stdout) < 200  # 2000 wanted; the slot's process limit stopped it
 

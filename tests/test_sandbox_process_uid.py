@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox, backends
-from sandbox.testing import daemon_code, procs_of_uids, procs_with_token, slot_uids
+from sandbox.testing import FORK_2000, daemon_code, procs_of_uids, procs_with_token, slot_uids
 
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
                       if os.path.exists(p) and backends._world_reachable(p)), None)
@@ -45,12 +45,7 @@ def test_jobs_run_under_the_slot_uid(sb):
 
 
 def test_process_count_is_capped_by_uid(sb):
-    code = ("import os, time\nn = 0\n"
-            "for _ in range(2000):\n"
-            "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
-            "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\n"
-            "print(n)")
-    r = sb.run(code, timeout_s=10)
+    r = sb.run(FORK_2000, timeout_s=10)
     assert int(r.stdout) < 200
     assert procs_of_uids(slot_uids(sb)) == []
 
