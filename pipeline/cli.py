@@ -2,7 +2,7 @@
 
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
-Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), experiment
+Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
 (outcome vs process supervision), config (print every key with its documentation). Each stage is a ``main(cfg)`` function in its module,
 imported only when used so ``mathrl data`` does not pay for torch.
 """
@@ -24,6 +24,7 @@ STAGES = {
     "train": ("pipeline.grpo.trainer", "GRPO training (outcome or process supervision)"),
     "eval": ("evals.run", "evaluate a model on gsm8k / math / math500 / gsm-synth"),
     "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
+    "vllm-serve": ("pipeline.rollout.vllm_server", "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)"),
     "experiment": ("pipeline.experiment", "outcome vs process supervision, 3 seeds each, table + plot"),
 }
 

@@ -104,8 +104,8 @@ class PromptConfig:
 class RolloutConfig:
     """Sampling completions from the policy."""
 
-    engine: Literal["hf", "vllm"] = "hf"
-    """`hf`: Hugging Face generate (any machine); `vllm`: colocated vLLM engine."""
+    engine: Literal["hf", "vllm", "vllm_server"] = "hf"
+    """`hf`: Hugging Face generate (any machine); `vllm`: colocated vLLM engine (one per rank under torchrun); `vllm_server`: a separate `mathrl vllm-serve` process."""
     group_size: int = 8
     """G: completions sampled per question."""
     max_new_tokens: int = 256
@@ -128,6 +128,12 @@ class RolloutConfig:
     """vLLM (GPU): free the engine's memory during the policy update."""
     tis_cap: float = 0.0
     """Truncated importance sampling cap C for vLLM/trainer logprob mismatch (0 = off)."""
+    server_host: str = "127.0.0.1"
+    """vllm_server: host `mathrl vllm-serve` listens on and the trainer connects to."""
+    server_port: int = 8000
+    """vllm_server: HTTP port of `mathrl vllm-serve`."""
+    server_timeout_s: float = 600.0
+    """vllm_server: a request or weight broadcast that takes longer fails with an error naming the server instead of hanging."""
     seed_block: int = 0
     """Questions per seeded generate call (seed from the first one's draw index); 0 = one RNG stream, or 1 when ranks > 1."""
 
@@ -218,6 +224,8 @@ class TrainConfig:
     """Warn when more than this fraction of groups has zero reward variance."""
     dist_timeout_s: float = 1800.0
     """torchrun: seconds a rank waits for its peers in a collective before the job stops with an error."""
+    fsdp: bool = False
+    """torchrun: shard parameters, gradients and optimizer state across ranks with FSDP2 (fully_shard) instead of replicating them."""
 
 
 @dataclass
