@@ -134,6 +134,10 @@ class RolloutConfig:
     """vllm_server: HTTP port of `mathrl vllm-serve`."""
     server_timeout_s: float = 600.0
     """vllm_server: a request or weight broadcast that takes longer fails with an error naming the server instead of hanging."""
+    server_group_port: int = 0
+    """vllm_server: port of the weight-broadcast group's store on the server (0 = a free port the server picks and announces)."""
+    server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """vllm_server: weight broadcast backend; `auto` = NCCL when the trainer's weights and the server are on GPUs, else gloo (CPU)."""
     seed_block: int = 0
     """Questions per seeded generate call (seed from the first one's draw index); 0 = one RNG stream, or 1 when ranks > 1."""
 

@@ -1,0 +1,181 @@
+"""The trainer's side of server mode (`rollout.engine=vllm_server`): rollouts from `mathrl vllm-serve`.
+
+``VLLMServerEngine`` implements the ``RolloutEngine`` protocol over HTTP (stdlib ``urllib``, so the
+trainer needs nothing beyond its own environment; no vllm). Every rank sends its own prompts to
+the server (``POST /generate``); the samples come back exactly as ``VLLMEngine`` builds them
+(completion ids, text, finish reason, per-token log-probs). After each optimizer step every rank
+calls ``sync_weights(model)``: rank 0 sends the full weights in Hugging Face names (merged LoRA
+included, ``hf_weights``) through a two-member process group with the server
+(``weight_broadcast``), then all ranks wait at a barrier, so no rank samples from stale weights.
+
+Weight update protocol (rank 0): ``POST /init_weight_group`` once (the server answers with the
+store's port and a group generation number; both sides join), then per sync ``POST
+/update_weights`` with the specs (name, dtype, shape; the server checks them against its model),
+the bytes over the group, and ``POST /update_weights_done``, which returns once vLLM has loaded
+them (or with the server's error).
+
+Failures end the run with one line naming the server, never a hang: a server that is not
+running fails the first request within ``CONNECT_TIMEOUT_S``; one that dies or hangs later
+fails the next request or broadcast within ``rollout.server_timeout_s``. ``ServerLost`` is a
+``distributed.PeerLost``, which the trainer's ``main`` prints before exiting 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import asdict
+
+import torch
+
+from pipeline.config import RunConfig
+from pipeline.grpo import distributed
+from pipeline.rollout.base import Sample, SamplingParams
+from pipeline.rollout.vllm_engine import hf_weights
+from pipeline.rollout.weight_broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup
+
+__all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "weights_hash", "CONNECT_TIMEOUT_S"]
+
+CONNECT_TIMEOUT_S = 10.0  # first contact: a server that is not there fails this fast
+CRASH_ENV = "MATHRL_CRASH_IN_BROADCAST"  # fault injection for tests: exit before weight bucket N
+
+
+class ServerLost(distributed.PeerLost):
+    """The vLLM server is unreachable, died, or stopped answering."""
+
+
+class ServerError(distributed.PeerLost):
+    """The vLLM server answered but refused (wrong model, bad request, failed weight load)."""
+
+
+def weights_hash(specs) -> str:
+    """Identity of an architecture: sha256 of the sorted (name, shape) pairs."""
+    items = sorted((name, [int(d) for d in shape]) for name, shape in specs)
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
+
+
+class VLLMServerEngine:
+    def __init__(self, cfg: RunConfig, model):
+        r = cfg.rollout
+        self.url = f"http://{r.server_host}:{r.server_port}"
+        self.host, self.timeout_s = r.server_host, r.server_timeout_s
+        self.backend_choice = r.server_weight_backend
+        self.group: WeightGroup | None = None
+        self.generation = None
+        self._updates = itertools.count()
+        self.last_sync_s = 0.0
+        self.health = self._call("GET", "/health", timeout=CONNECT_TIMEOUT_S, first=True)
+        self._check_architecture(model)
+
+    # -- HTTP ------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, body: dict | None = None, timeout: float | None = None,
+              first: bool = False) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout_s) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            try:
+                detail = json.loads(e.read()).get("error", "")
+            except Exception:
+                detail = ""
+            raise ServerError(f"vLLM server {self.url} refused {method} {path}: {detail or e}") from e
+        except (OSError, ValueError) as e:  # refused, reset, timed out, truncated reply
+            reason = getattr(e, "reason", e)
+            if first:
+                raise ServerLost(f"no vLLM server at {self.url} ({reason}); start it with `mathrl vllm-serve "
+                                 "--config <the same config>` and check rollout.server_host / rollout.server_port"
+                                 ) from e
+            raise ServerLost(f"vLLM server {self.url}: {method} {path} failed ({type(reason).__name__}: {reason}); "
+                             "the server died or stopped answering within rollout.server_timeout_s="
+                             f"{self.timeout_s:g} (its log says why). Restart it and rerun with train.resume=auto"
+                             ) from e
+
+    def _check_architecture(self, model) -> None:
+        mine = [(n, tuple(t.shape)) for n, t in hf_weights(model)]
+        if weights_hash(mine) == self.health.get("weights_hash"):
+            return
+        theirs = {n: tuple(s) for n, s in self._call("GET", "/weights")["weights"]}
+        ours = dict(mine)
+        diff = sorted(set(ours) ^ set(theirs)) or [n for n in ours if ours[n] != theirs[n]]
+        name = diff[0] if diff else "?"
+        raise ServerError(f"vLLM server {self.url} serves {self.health.get('model')!r}, whose weights differ from "
+                          f"the trainer's model ({len(theirs)} vs {len(ours)} tensors; first difference: {name} "
+                          f"{theirs.get(name)} vs {ours.get(name)}); start the server with the trainer's "
+                          "model.name_or_path (`mathrl vllm-serve --config <the same config>`)")
+
+    # -- RolloutEngine ---------------------------------------------------------------------
+    def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        reply = self._call("POST", "/generate", {"prompts": list(prompts), "n": n, "params": asdict(params)})
+        return [[Sample(**s) for s in group] for group in reply["samples"]]
+
+    def sync_weights(self, model) -> None:
+        """Every rank calls this; rank 0 pushes the weights, the others wait for it."""
+        if distributed.rank() == 0:
+            self._push(model)
+        distributed.barrier("wait for rank 0's weight sync to the vLLM server")
+
+    @torch.no_grad()
+    def _push(self, model) -> None:
+        import time
+
+        start = time.perf_counter()
+        named = [(n, t.detach()) for n, t in hf_weights(model)]
+        if self.group is None:
+            self._join(named[0][1].device)
+        update = next(self._updates)
+        specs = [Spec.of(n, t).as_json() for n, t in named]
+        self._call("POST", "/update_weights", {"generation": self.generation, "update": update,
+                                               "specs": specs, "bucket_bytes": BUCKET_BYTES})
+        try:
+            self.group.send(named, BUCKET_BYTES, on_bucket=_crash_hook())
+        except BroadcastError as e:
+            self._drop_group()
+            raise ServerLost(f"vLLM server {self.url}: weight broadcast failed ({e}); the server died or hung. "
+                             "Restart it and rerun with train.resume=auto") from e
+        self._call("POST", "/update_weights_done", {"update": update})
+        self.last_sync_s = time.perf_counter() - start
+
+    def _join(self, device: torch.device) -> None:
+        backend = self.backend_choice
+        if backend == "auto":
+            backend = "nccl" if device.type == "cuda" and self.health.get("device") == "cuda" else "gloo"
+        reply = self._call("POST", "/init_weight_group", {"backend": backend, "timeout_s": self.timeout_s})
+        self.generation = reply["generation"]
+        try:
+            self.group = WeightGroup.join((self.host, reply["port"]), 0, backend, self.timeout_s,
+                                          generation=self.generation)
+        except BroadcastError as e:
+            raise ServerLost(f"vLLM server {self.url}: could not build the weight group with it on port "
+                             f"{reply['port']} ({e}); that port must be reachable from trainer rank 0 "
+                             "(rollout.server_group_port)") from e
+
+    def _drop_group(self) -> None:
+        if self.group is not None:
+            self.group.close()
+        self.group = None
+
+    def close(self) -> None:
+        if self.group is not None:
+            try:
+                self._call("POST", "/close_weight_group", {"generation": self.generation}, timeout=CONNECT_TIMEOUT_S)
+            except distributed.PeerLost:
+                pass  # the server is gone or busy; it drops the group when the next trainer joins
+        self._drop_group()
+
+
+def _crash_hook():
+    at = os.environ.get(CRASH_ENV)
+    if at is None:
+        return None
+
+    def hook(bucket: int) -> None:
+        if bucket == int(at):
+            os._exit(17)
+    return hook

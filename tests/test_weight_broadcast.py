@@ -1,0 +1,110 @@
+"""The trainer -> vLLM server weight channel (pipeline/rollout/weight_broadcast.py) on gloo, and the
+server-mode client's fail-fast connect. Two real processes; no vllm needed."""
+
+import multiprocessing as mp
+import os
+import socket
+import time
+
+import pytest
+import torch
+
+from pipeline.config import load_run_config
+from pipeline.grpo.distributed import PeerLost
+from pipeline.rollout.weight_broadcast import BroadcastError, Spec, WeightGroup, plan_buckets
+
+BUCKET = 128  # bytes: small, so the tensors below span several buckets and one exceeds a bucket
+
+
+def mixed_tensors() -> list[tuple[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(7)
+    f32 = torch.randn(37, 5, generator=g)
+    f32[0, 0], f32[0, 1], f32[0, 2] = float("nan"), -0.0, float("inf")
+    return [("a.f32", f32),  # 740 bytes: larger than a bucket
+            ("b.bf16", torch.randn(3, 7, generator=g).to(torch.bfloat16)),
+            ("c.f16", torch.randn(11, generator=g).to(torch.float16)),
+            ("d.i64", torch.randint(-2**40, 2**40, (4, 3), generator=g)),
+            ("e.bool", torch.rand(9, generator=g) > 0.5),
+            ("f.scalar", torch.tensor(3.25, dtype=torch.float64)),
+            ("g.empty", torch.empty(0, 4)),
+            ("h.i8", torch.randint(-128, 127, (13,), generator=g, dtype=torch.int8))]
+
+
+def _sender(port: int, mode: str) -> None:
+    group = WeightGroup.join(("127.0.0.1", port), 0, "gloo", 30.0, generation=3)
+    if mode == "send":
+        group.send(mixed_tensors(), BUCKET)
+        group.barrier()
+    elif mode == "die":
+        os._exit(0)  # sockets close: the receiver must notice at once
+    elif mode == "hang":
+        time.sleep(60)
+
+
+def _start(mode: str, timeout_s: float):
+    store = WeightGroup.host_store(0, timeout_s)
+    proc = mp.get_context("spawn").Process(target=_sender, args=(store.port, mode), daemon=True)
+    proc.start()
+    return WeightGroup.join(store, 1, "gloo", timeout_s, generation=3), proc
+
+
+def test_plan_buckets_keeps_order_and_limits():
+    specs = [Spec.of(n, t) for n, t in mixed_tensors()]
+    buckets = plan_buckets(specs, BUCKET)
+    assert [i for b in buckets for i in b] == list(range(len(specs)))
+    assert len(buckets) > 2 and buckets[0] == [0]  # the oversized tensor travels alone
+
+
+def test_mixed_dtypes_arrive_bit_exact():
+    group, proc = _start("send", 30.0)
+    try:
+        expected = mixed_tensors()
+        got = group.receive([Spec.of(n, t) for n, t in expected], BUCKET)
+        group.barrier()
+    finally:
+        proc.join(30)
+        group.close()
+    assert proc.exitcode == 0
+    assert [n for n, _ in got] == [n for n, _ in expected]
+    for (_, want), (name, t) in zip(expected, got):
+        assert t.dtype == want.dtype and t.shape == want.shape, name
+        assert torch.equal(t.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), name
+
+
+@pytest.mark.parametrize("mode,timeout_s,limit_s", [("die", 30.0, 10.0), ("hang", 3.0, 15.0)])
+def test_receiver_errors_when_peer_dies_or_hangs(mode, timeout_s, limit_s):
+    """A dead sender is noticed at once (well under the 30 s timeout); a hung one after the timeout."""
+    group, proc = _start(mode, timeout_s)
+    start = time.monotonic()
+    try:
+        with pytest.raises(BroadcastError, match="receiving weight bucket 0"):
+            group.receive([Spec.of(n, t) for n, t in mixed_tensors()], BUCKET)
+    finally:
+        group.close()
+        proc.kill()
+        proc.join(10)
+    assert time.monotonic() - start < limit_s
+
+
+def test_join_without_peer_times_out():
+    store = WeightGroup.host_store(0, 2.0)
+    start = time.monotonic()
+    with pytest.raises(BroadcastError, match="could not form the weight group"):
+        WeightGroup.join(store, 1, "gloo", 2.0)
+    assert time.monotonic() - start < 15
+
+
+def test_client_fails_fast_without_server(tiny_setup):
+    from pipeline.models import load_policy
+    from pipeline.rollout.vllm_client import VLLMServerEngine
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    overrides, _ = tiny_setup
+    cfg = load_run_config(None, [*overrides, "rollout.engine=vllm_server", f"rollout.server_port={port}"])
+    model, _ = load_policy(cfg.model.name_or_path)
+    start = time.monotonic()
+    with pytest.raises(PeerLost, match=rf"no vLLM server at http://127.0.0.1:{port} .*mathrl vllm-serve --config"):
+        VLLMServerEngine(cfg, model)
+    assert time.monotonic() - start < 5
