@@ -32,17 +32,19 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict, keep: int = 2,
-                    ref_model=None) -> Path:
-    """Write ``checkpoints/step_<step>`` atomically and prune all but the newest ``keep``."""
+                    ref_model=None, model_state: dict | None = None, ref_state: dict | None = None) -> Path:
+    """Write ``checkpoints/step_<step>`` atomically and prune all but the newest ``keep``.
+    ``model_state`` / ``ref_state``: full state dicts gathered from FSDP-sharded models (fsdp.py),
+    written instead of the models' own sharded ones; None: the model's ``state_dict()``."""
     root = Path(run_dir) / "checkpoints"
     final = root / f"step_{step}"
     tmp = root / f".tmp_step_{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, state_dict=model_state)
     tokenizer.save_pretrained(tmp)
     if ref_model is not None:
-        ref_model.save_pretrained(tmp / "reference")
+        ref_model.save_pretrained(tmp / "reference", state_dict=ref_state)
     torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)

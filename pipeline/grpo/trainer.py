@@ -32,7 +32,7 @@ import rewards
 
 from pipeline.config import RunConfig, save_config
 from pipeline.data_prep import load_problems
-from pipeline.grpo import distributed
+from pipeline.grpo import distributed, fsdp
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
                                       set_rng_state)
@@ -88,10 +88,11 @@ def train(cfg: RunConfig) -> Path:
     sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
     policy, tok, ref = build_policy(cfg, ckpt)
     distributed.broadcast_params(policy)
+    policy, ref = fsdp.shard(cfg, policy, ref)  # train.fsdp under torchrun: FSDP2, else unchanged
     opt, sched = build_optimizer(cfg, policy)
     start = 0
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
+        fsdp.load_optimizer_state(policy, opt, state["optimizer"])  # opt.load_state_dict unless sharded
         sched.load_state_dict(state["scheduler"])
         sampler.load_state_dict(state["sampler"])
         start = state["step"]
@@ -123,22 +124,30 @@ def train(cfg: RunConfig) -> Path:
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
         if main_rank:
             _warn_zero_std(cfg, step, view.zero_std_frac)
-        if main_rank and (step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0)):
-            trainer_state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                             "sampler": sampler.state_dict()}
-            save_checkpoint(run_dir, step, policy, tok, trainer_state, keep=cfg.train.keep_checkpoints,
-                            ref_model=ref if cfg.train.ref_reset_every else None)
+        if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
+            _save(cfg, run_dir, step, policy, ref, tok, opt, sched, sampler)
         if os.environ.get(CRASH_ENV) == str(step):
             os.kill(os.getpid(), signal.SIGKILL)
     log.close()
+    final_state = fsdp.full_model_state(policy)  # every rank gathers under FSDP; None otherwise
     if main_rank:
-        policy.save_pretrained(run_dir / "final")
+        policy.save_pretrained(run_dir / "final", state_dict=final_state)
         tok.save_pretrained(run_dir / "final")
         plot_curves(run_dir)
     engine.close()
     distributed.barrier("final barrier")  # the job ends once final/ is written
     distributed.close()
     return run_dir
+
+
+def _save(cfg, run_dir, step, policy, ref, tok, opt, sched, sampler) -> None:
+    """Checkpoint on rank 0; under FSDP every rank first gathers the full weights and optimizer state."""
+    full = fsdp.gather_for_save(policy, opt, ref if cfg.train.ref_reset_every else None)
+    if distributed.is_main():
+        trainer_state = {"optimizer": full.optimizer, "scheduler": sched.state_dict(), "sampler": sampler.state_dict()}
+        save_checkpoint(run_dir, step, policy, tok, trainer_state, keep=cfg.train.keep_checkpoints,
+                        ref_model=ref if cfg.train.ref_reset_every else None, model_state=full.model,
+                        ref_state=full.ref)
 
 
 def make_batch(cfg, policy, ref, tok, engine, sampler, timer) -> Batch:
@@ -263,8 +272,9 @@ def optimise(cfg, policy, ref, opt, sched, batch: Batch, step: int, run_dir: Pat
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + float(v) * m / n_all / cfg.train.num_iterations
             params = [p for p in policy.parameters() if p.requires_grad]
-            distributed.all_reduce_grads(params)
-            norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm or float("inf"))
+            if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward
+                distributed.all_reduce_grads(params)
+            norm = fsdp.clip_grad_norm(params, cfg.train.max_grad_norm or float("inf"))  # global over shards
             if not torch.isfinite(norm):
                 _stop_non_finite(run_dir, step, "gradient norm")
             grad_norms.append(float(norm))
@@ -345,6 +355,8 @@ def _validate(cfg: RunConfig) -> None:
     if block < 0 or (block and t.questions_per_step // ranks % block):
         raise TrainingError(f"rollout.seed_block={cfg.rollout.seed_block} must divide each rank's share of "
                             f"train.questions_per_step ({t.questions_per_step // ranks})")
+    if problem := fsdp.problem(cfg):  # train.fsdp with an engine / mode the sharded path does not support
+        raise TrainingError(problem)
 
 
 def _warn_zero_std(cfg, step: int, frac: float) -> None:

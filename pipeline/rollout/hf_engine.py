@@ -2,6 +2,11 @@
 
 The engine holds a reference to the policy module itself, so ``sync_weights`` has nothing to
 copy. Prompts are left-padded and generated in chunks of ``batch_size`` sequences.
+
+``synced=True`` is for an FSDP-sharded module (pipeline/grpo/fsdp.py), where every forward is a
+collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
+until every rank's have. The caller must give every rank the same number of ``generate`` calls
+with the same number of prompts, so that the chunks line up too.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from pipeline.rollout.base import Sample, SamplingParams
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False):
+    def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, synced: bool = False):
         self.model = model
+        self.synced = synced
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.progress = progress
@@ -54,7 +60,7 @@ class HFEngine:
                 max_new_tokens=params.max_new_tokens, do_sample=not greedy,
                 temperature=None if greedy else params.temperature,
                 top_p=None if greedy else params.top_p, top_k=None if greedy else (params.top_k or 0),
-                pad_token_id=tok.pad_token_id, eos_token_id=eos_ids)
+                pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.synced)
             for row, (i, ids) in enumerate(chunk):
                 completion_ids, reason = _trim(out[row, width:].tolist(), eos_ids, tok.pad_token_id)
                 results[i].append(Sample(

@@ -1,0 +1,177 @@
+"""Sharded data parallelism (FSDP2) for GRPO: `torchrun ... -m pipeline train train.fsdp=true`.
+
+With ``train.fsdp=true`` and more than one rank, each decoder layer and the root module are
+wrapped with ``torch.distributed.fsdp.fully_shard``: every rank keeps 1/N of each parameter, of
+its gradient and of the AdamW moments, and all-gathers a layer's full weights only while that
+layer runs. The rest of the data-parallel scheme is the one in ``distributed.py`` (questions
+sharded, groups local, losses scaled with GLOBAL counts); what changes:
+
+1. Gradients are reduce-scattered by FSDP in every backward instead of all-reduced once per
+   step. FSDP averages by default; the trainer's losses are scaled so that the SUM over ranks is
+   the single-process gradient, so every FSDP module is set to sum (divide factor 1, plain SUM
+   reduction, which every backend including gloo supports). Micro-batches are reduced one by one
+   (no ``set_requires_gradient_sync(False)``): it keeps only sharded gradients between backward
+   passes, which is the point when the model does not fit one device.
+2. Gradient clipping: ``clip_grad_norm_`` on the sharded (DTensor) gradients computes the norm
+   over all shards; ``clip_grad_norm`` returns it as a plain tensor.
+3. Every forward of a sharded module is a collective, so all ranks must run the same number of
+   forwards: same micro-batch count (equal shares), same number of ``generate`` calls and chunks
+   (the HF engine runs with ``synced_gpus=True``, so ranks whose sequences ended keep stepping
+   until every rank is done). Paths where ranks would diverge are refused (``problem``).
+4. Checkpoints and ``final/`` hold FULL weights (``get_model_state_dict(full_state_dict=True,
+   cpu_offload=True)``, gathered by every rank, written by rank 0) and the full optimizer state
+   in the plain ``optimizer.state_dict()`` layout (integer parameter ids), so a checkpoint
+   resumes on any world size, with or without FSDP.
+
+With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``problem`` prints so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pipeline.grpo import distributed
+
+def enabled(cfg) -> bool:
+    """FSDP is on: asked for and more than one rank."""
+    return bool(cfg.train.fsdp) and distributed.world_size() > 1
+
+
+def problem(cfg) -> str | None:
+    """Why ``train.fsdp=true`` cannot run with this config (None if it can): combinations where
+    ranks would run different numbers of forwards, or where a consumer would read sharded
+    weights. Call after the process group is initialised."""
+    if not cfg.train.fsdp:
+        return None
+    if distributed.world_size() == 1:
+        print("train.fsdp=true with one process: nothing to shard, training unsharded")
+        return None
+    t = cfg.train
+    bad = []
+    if cfg.rollout.engine != "hf":
+        bad.append(f"rollout.engine={cfg.rollout.engine} (the engine's weight sync reads the sharded "
+                   "module; only the HF engine, which generates with the sharded module, is wired)")
+    if t.dynamic_sampling:
+        bad.append("train.dynamic_sampling=true (refill rounds give ranks unequal shares, hence "
+                   "unequal numbers of generate calls, and every forward of a sharded model is a collective)")
+    if t.eval_every:
+        bad.append(f"train.eval_every={t.eval_every} (the periodic eval runs on rank 0 alone; evaluate "
+                   "final/ or a checkpoint with `mathrl eval` instead)")
+    return "train.fsdp=true does not support: " + "; ".join(bad) if bad else None
+
+
+def shard(cfg, policy, ref):
+    """(policy, ref) wrapped with FSDP2 when ``enabled(cfg)``; unchanged otherwise. A full
+    fine-tuning reference is sharded too; under LoRA the reference IS the policy."""
+    if not enabled(cfg):
+        return policy, ref
+    policy = wrap(policy)
+    if ref is not None and ref is not policy:
+        ref = wrap(ref)
+    local = sum(p.to_local().numel() for p in policy.parameters())
+    total = sum(p.numel() for p in policy.parameters())
+    what = "policy and reference" if ref is not None and ref is not policy else "policy"
+    distributed.print0(f"train.fsdp: {what} sharded over {distributed.world_size()} ranks "
+                       f"({local:,} of {total:,} policy parameters on rank 0)")
+    return policy, ref
+
+
+def wrap(model):
+    """``fully_shard`` every decoder layer (the model's ``_no_split_modules`` classes), then the root."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    mesh = init_device_mesh("cuda" if torch.cuda.is_available() else "cpu", (distributed.world_size(),))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layer_classes = set(getattr(base, "_no_split_modules", None) or [])
+    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
+    if not layers:
+        raise ValueError(f"{type(base).__name__} names no decoder layer class (_no_split_modules); "
+                              "cannot shard it layer by layer")
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for m in model.modules():
+        if isinstance(m, FSDPModule):  # SUM the per-rank gradients (the losses use global counts)
+            m.set_gradient_divide_factor(1.0)
+            m.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def is_sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``clip_grad_norm_`` whose returned total norm is a plain tensor (global over shards)."""
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+
+
+def _options(cpu_offload: bool = True):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload)
+
+
+def full_model_state(model) -> dict | None:
+    """The full state dict on rank 0 ({} on the others); None when ``model`` is not sharded (its
+    own ``state_dict()`` is full). Collective under FSDP: every rank must call it."""
+    if model is None or not is_sharded(model):
+        return None
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    return get_model_state_dict(model, options=_options())
+
+
+def _param_names(model, opt) -> list[str]:
+    """Name of each optimizer parameter in ``optimizer.state_dict()`` id order."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [names[id(p)] for group in opt.param_groups for p in group["params"]]
+
+
+def full_optimizer_state(model, opt) -> dict:
+    """The whole optimizer state in ``opt.state_dict()`` layout (parameter ids, full tensors on
+    rank 0), whatever the sharding. Collective under FSDP."""
+    if not is_sharded(model):
+        return opt.state_dict()
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    by_name = get_optimizer_state_dict(model, opt, options=_options())
+    if not distributed.is_main():
+        return {}
+    index = {n: i for i, n in enumerate(_param_names(model, opt))}
+    return {"state": {index[n]: v for n, v in by_name["state"].items()},
+            "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in by_name["param_groups"]]}
+
+
+def load_optimizer_state(model, opt, state: dict) -> None:
+    """Load a ``full_optimizer_state`` / ``opt.state_dict()`` (any world size) into ``opt``;
+    under FSDP every rank passes the full state and keeps its own shard."""
+    if not is_sharded(model):
+        opt.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+    names = _param_names(model, opt)
+    by_name = {"state": {names[i]: v for i, v in state["state"].items()},
+               "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
+    set_optimizer_state_dict(model, opt, by_name, options=_options(cpu_offload=False))
+
+
+@dataclass
+class FullState:
+    """What a checkpoint needs, gathered: ``model`` / ``ref`` are None when not sharded (their
+    own state dicts are full) and ``optimizer`` is in ``opt.state_dict()`` layout."""
+    model: dict | None
+    ref: dict | None
+    optimizer: dict
+
+
+def gather_for_save(model, opt, ref=None) -> FullState:
+    """Collective under FSDP (every rank calls it; rank 0 gets the tensors); free otherwise."""
+    return FullState(full_model_state(model), full_model_state(ref), full_optimizer_state(model, opt))

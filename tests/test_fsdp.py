@@ -1,0 +1,128 @@
+"""FSDP2 GRPO on CPU with gloo (`train.fsdp=true` under torchrun): 2 sharded ranks sample the same
+completions, log the same metrics and end with the same weights as 1 unsharded process; their
+checkpoints (full weights + full optimizer state) resume in 1 process and vice versa; settings
+the sharded path cannot run are refused by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pipeline.config import load_run_config
+from pipeline.grpo import distributed, fsdp, trainer
+from pipeline.grpo.run_log import read_metrics
+from tests.test_distributed import ROOT, _args, _assert_rows_close, _completions, _env, _flat
+
+# The reference model (train.beta defaults to 0.04) is a full copy here, so it is sharded too.
+SEEDED = "rollout.seed_block=2"
+
+
+def _torchrun(args, nproc=2, timeout=400) -> str:
+    """Launch `mathrl train` under torchrun; its output, after checking the sharding really happened."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "pipeline", "train", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"sharded over {nproc} ranks" in proc.stdout, proc.stdout[-3000:]
+    return proc.stdout
+
+
+def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-one", "train.steps=3", SEEDED)))
+    rows_one = read_metrics(one)
+    assert all(r["grad_norm"] > 0 and r["kl"] >= 0 for r in rows_one)
+
+    out = _torchrun(_args(tiny_setup, "fsdp-two", "train.steps=2", SEEDED, "train.fsdp=true"))
+    assert "policy and reference sharded" in out
+    two = one.parent / "fsdp-two"
+    rows_two = read_metrics(two)
+    assert [r["step"] for r in rows_two] == [1, 2]
+    for step in (1, 2):
+        _assert_rows_close(rows_two[step - 1], rows_one[step - 1])  # incl. grad_norm: global over shards
+        assert _completions(two, step) == _completions(one, step)
+    # final/ is a plain HF model dir with full (gathered) weights equal to the unsharded run's
+    assert json.loads((two / "final" / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+    before = _flat(load_run_config(None, tiny_setup[0]).model.name_or_path)
+    after_two, after_one = _flat(two / "final"), _flat(one / "checkpoints" / "step_2")
+    assert not torch.allclose(before, after_one)
+    torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
+    # the checkpoint's optimizer state is full and in the plain layout (integer ids, whole tensors)
+    opt_two = torch.load(two / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)["optimizer"]
+    opt_one = torch.load(one / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)["optimizer"]
+    assert sorted(opt_two["state"]) == sorted(opt_one["state"])
+    for i, s in opt_one["state"].items():
+        torch.testing.assert_close(opt_two["state"][i]["exp_avg_sq"], s["exp_avg_sq"], rtol=1e-3, atol=1e-9)
+
+    # one process resumes the sharded run's step_2 (train.fsdp=true is a no-op there) like step 3 of `one`
+    resumed = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-two", "train.steps=3", SEEDED,
+                                                        "train.fsdp=true")))
+    _assert_rows_close(read_metrics(resumed)[2], rows_one[2])
+    torch.testing.assert_close(_flat(resumed / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tiny_setup):
+    """The other direction: a 1-process checkpoint continues under 2 sharded ranks. mu = 2 (two
+    optimizer steps per batch, old log-probs), dapo (global token counts) and a reference reset
+    every step (the sharded reference loads the sharded policy, and checkpoints carry it)."""
+    extra = (SEEDED, "train.num_iterations=2", "train.loss_type=dapo", "train.ref_reset_every=1", "train.beta=0.1")
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-one", "train.steps=3", *extra)))
+    trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-two", "train.steps=1", *extra)))
+    _torchrun(_args(tiny_setup, "fsdp-mu-two", "train.steps=3", "train.fsdp=true", *extra))
+    two = one.parent / "fsdp-mu-two"
+    rows_one, rows_two = read_metrics(one), read_metrics(two)
+    for step in (2, 3):
+        _assert_rows_close(rows_two[step - 1], rows_one[step - 1])
+        assert _completions(two, step) == _completions(one, step)
+    torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+    ref_dir = two / "checkpoints" / "step_3" / "reference"
+    torch.testing.assert_close(_flat(ref_dir), _flat(one / "checkpoints" / "step_3" / "reference"),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_fsdp_with_lora_matches_one_process(tiny_setup):
+    """LoRA under FSDP: frozen base and adapter weights are sharded alike; the reference is the
+    same sharded module with the adapter disabled; checkpoints hold the full adapter."""
+    from peft import PeftModel
+
+    from pipeline.models import load_policy
+
+    extra = (SEEDED, "model.lora=true", "model.lora_r=4", "train.lr=1e-2")
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-lora-one", "train.steps=2", *extra)))
+    _torchrun(_args(tiny_setup, "fsdp-lora-two", "train.steps=2", "train.fsdp=true", *extra))
+    two = one.parent / "fsdp-lora-two"
+    for step in (1, 2):
+        _assert_rows_close(read_metrics(two)[step - 1], read_metrics(one)[step - 1])
+        assert _completions(two, step) == _completions(one, step)
+
+    def adapter(path):
+        base, _ = load_policy(load_run_config(None, tiny_setup[0]).model.name_or_path)
+        model = PeftModel.from_pretrained(base, str(path))
+        return torch.cat([p.flatten() for n, p in model.named_parameters() if "lora_" in n])
+
+    got, want = adapter(two / "final"), adapter(one / "final")
+    assert want.abs().sum() > 0
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_fsdp_refuses_what_it_cannot_run_and_is_a_no_op_alone(tiny_setup, monkeypatch, capsys):
+    overrides, _ = tiny_setup
+    cfg = load_run_config(None, [*overrides, "train.fsdp=true", "train.dynamic_sampling=true",
+                                 "train.eval_every=5", "rollout.engine=vllm"])
+    assert fsdp.problem(cfg) is None and not fsdp.enabled(cfg)  # one process: nothing to shard
+    assert "nothing to shard" in capsys.readouterr().out
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    assert fsdp.enabled(cfg)
+    message = fsdp.problem(cfg)
+    for key in ("rollout.engine=vllm", "train.dynamic_sampling=true", "train.eval_every=5"):
+        assert key in message
+    ok = load_run_config(None, [*overrides, "train.fsdp=true"])
+    assert fsdp.problem(ok) is None
+    assert fsdp.problem(load_run_config(None, overrides)) is None  # fsdp off: never refused
+    with pytest.raises(trainer.TrainingError, match="train.fsdp=true does not support"):
+        trainer._validate(cfg)
