@@ -91,6 +91,11 @@ def build_engine(cfg: RunConfig, model, tokenizer):
         engine = VLLMEngine(cfg.model.name_or_path, cfg.rollout, dtype=cfg.model.dtype, seed=cfg.seed)
         engine.sync_weights(model)
         return engine
+    if cfg.rollout.engine == "vllm_server":  # a separate `mathrl vllm-serve` process
+        from pipeline.rollout.vllm_client import VLLMServerEngine
+        engine = VLLMServerEngine(cfg, model)
+        engine.sync_weights(model)
+        return engine
     from pipeline.grpo.fsdp import enabled as fsdp_enabled
     from pipeline.rollout.hf_engine import HFEngine
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, synced=fsdp_enabled(cfg))

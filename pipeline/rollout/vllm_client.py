@@ -90,8 +90,8 @@ class VLLMServerEngine:
             reason = getattr(e, "reason", e)
             if first:
                 raise ServerLost(f"no vLLM server at {self.url} ({reason}); start it with `mathrl vllm-serve "
-                                 "--config <the same config>` and check rollout.server_host / rollout.server_port"
-                                 ) from e
+                                 "--config <the same config>` (or wait until it logs 'serving'), and check "
+                                 "rollout.server_host / rollout.server_port") from e
             raise ServerLost(f"vLLM server {self.url}: {method} {path} failed ({type(reason).__name__}: {reason}); "
                              "the server died or stopped answering within rollout.server_timeout_s="
                              f"{self.timeout_s:g} (its log says why). Restart it and rerun with train.resume=auto"
