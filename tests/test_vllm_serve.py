@@ -163,6 +163,30 @@ def test_trainer_killed_mid_broadcast_leaves_server_serving(server):
     engine.close()
 
 
+def test_two_torchrun_ranks_share_one_server(server):
+    """Each rank sends its own questions; rank 0 alone broadcasts. Seeded blocks make the samples
+    independent of the rank that asks, so 2 ranks sample what 1 process samples."""
+    extra = ["train.questions_per_step=4", "rollout.seed_block=2", "train.steps=2", "train.log_samples=16"]
+    one = trainer.train(_cfg(server, *extra, "name=serve-one"))
+    before = _health(server["url"])["updates"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "pipeline",
+           "train", *server["args"], *extra, "name=serve-two"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _health(server["url"])["updates"] - before == 3  # rank 0 alone synced: initial + 2 steps
+    two = one.parent / "serve-two"
+    for a, b in zip(read_metrics(one), read_metrics(two)):
+        assert b["tis/max_abs_delta"] < 1e-3
+        assert b["reward/mean"] == pytest.approx(a["reward/mean"], rel=1e-4)
+    assert _completions(two) == _completions(one)
+
+
+def _completions(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    return [(r["step"], r["problem_id"], r["completion"]) for r in rows]
+
+
 def test_sigterm_stops_the_server(server):
     server["proc"].send_signal(signal.SIGTERM)
     assert server["proc"].wait(60) == 0
