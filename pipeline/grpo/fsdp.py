@@ -78,21 +78,29 @@ def shard(cfg, policy, ref):
     return policy, ref
 
 
+def _hf_model(model):
+    """The transformers model: ``model`` itself, or the one inside a peft wrapper."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def wrap(model):
-    """``fully_shard`` every decoder layer (the model's ``_no_split_modules`` classes), then the root."""
+    """``fully_shard`` every decoder layer (the model's ``_no_split_modules`` classes), then the
+    transformers model as the root. Under LoRA the root is the model inside the peft wrapper, not
+    the wrapper: ``PeftModel.generate`` calls the inner model directly, which would bypass a
+    wrapper root's hooks and leave the embeddings sharded."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
     mesh = init_device_mesh("cuda" if torch.cuda.is_available() else "cpu", (distributed.world_size(),))
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    layer_classes = set(getattr(base, "_no_split_modules", None) or [])
-    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
+    root = _hf_model(model)
+    layer_classes = set(getattr(root, "_no_split_modules", None) or [])
+    layers = [m for m in root.modules() if type(m).__name__ in layer_classes]
     if not layers:
-        raise ValueError(f"{type(base).__name__} names no decoder layer class (_no_split_modules); "
-                              "cannot shard it layer by layer")
+        raise ValueError(f"{type(root).__name__} names no decoder layer class (_no_split_modules); "
+                         "cannot shard it layer by layer")
     for layer in layers:
         fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    fully_shard(root, mesh=mesh)
     for m in model.modules():
         if isinstance(m, FSDPModule):  # SUM the per-rank gradients (the losses use global counts)
             m.set_gradient_divide_factor(1.0)
@@ -103,7 +111,7 @@ def wrap(model):
 def is_sharded(model) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
-    return isinstance(model, FSDPModule)
+    return model is not None and isinstance(_hf_model(model), FSDPModule)
 
 
 def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
@@ -121,7 +129,7 @@ def _options(cpu_offload: bool = True):
 def full_model_state(model) -> dict | None:
     """The full state dict on rank 0 ({} on the others); None when ``model`` is not sharded (its
     own ``state_dict()`` is full). Collective under FSDP: every rank must call it."""
-    if model is None or not is_sharded(model):
+    if not is_sharded(model):
         return None
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
