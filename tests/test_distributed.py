@@ -148,9 +148,6 @@ def test_validate_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
     cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.seed_block=3"))
     with pytest.raises(trainer.TrainingError, match="seed_block=3 must divide"):
         trainer._validate(cfg)
-    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.engine=vllm"))
-    with pytest.raises(trainer.TrainingError, match="not wired yet"):
-        trainer._validate(cfg)
 
 
 def test_sampling_seed_is_stable_and_distinct():
