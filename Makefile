@@ -15,7 +15,7 @@ EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
 comma := ,
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm bench bench-rollout experiment clean help
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm vllm-serve bench bench-rollout experiment clean help
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
@@ -90,6 +90,11 @@ $(VLLM_VENV)/.installed-vllm: pyproject.toml
 
 test-vllm: $(VLLM_SETUP)
 	$(VLLM_PY) -m pytest -q -m vllm
+
+# A separate rollout server (docs/vllm_serve.md); train against it with rollout.engine=vllm_server:
+# make vllm-serve CONFIG=... &  then  make train-dist CONFIG=... rollout.engine=vllm_server
+vllm-serve: $(VLLM_SETUP)
+	$(VLLM_PY) -m pipeline vllm-serve --config $(CONFIG) $(OVERRIDES)
 
 bench-rollout: $(VLLM_SETUP)
 	$(VLLM_PY) benchmarks/bench_rollout.py

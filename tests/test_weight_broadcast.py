@@ -42,10 +42,14 @@ def _sender(port: int, mode: str) -> None:
 
 
 def _start(mode: str, timeout_s: float):
-    store = WeightGroup.host_store(0, timeout_s)
+    """(receiving group, sender process). Joining may take a while on a busy machine (the sender
+    starts a fresh interpreter); ``timeout_s`` applies to the transfers after it."""
+    store = WeightGroup.host_store(0, 60)
     proc = mp.get_context("spawn").Process(target=_sender, args=(store.port, mode), daemon=True)
     proc.start()
-    return WeightGroup.join(store, 1, "gloo", timeout_s, generation=3), proc
+    group = WeightGroup.join(store, 1, "gloo", 60, generation=3)
+    group.set_timeout(timeout_s)
+    return group, proc
 
 
 def test_plan_buckets_keeps_order_and_limits():

@@ -247,6 +247,9 @@ def main(cfg: RunConfig) -> int:
     from pipeline.rollout.vllm_engine import VLLMEngine
 
     r = cfg.rollout
+    # NCCL weight group: on a timed-out or broken broadcast abort the communicator but keep this
+    # process serving (torch's default, 3, ends the process). Read when the group is created.
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
     try:
         httpd = _HTTPServer((r.server_host, r.server_port), None)
     except OSError as e:  # bind before the slow engine start: a busy port fails at once

@@ -15,7 +15,9 @@ costs one collective per bucket. Both sides compute the same bucket plan from th
 
 Every blocking call has a timeout: a peer that dies closes its sockets (error within seconds),
 a peer that hangs is caught by the group's timeout (gloo). With NCCL the timeout is handed to
-the communicator; torch's NCCL watchdog then ends the process (not exercised here, no GPU).
+the communicator and enforced by torch's NCCL watchdog, which by default ends the process; the
+server sets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2`` (abort the communicator, keep the process) so
+that it survives a dead trainer (NCCL paths not exercised here: no GPU).
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ class WeightGroup:
             else:
                 raise ValueError(f"unknown weight-group backend {backend!r} (gloo or nccl)")
             group = cls(store, pg, rank, device, timeout_s)
-            group._run("join handshake", group.pg.barrier)  # NCCL connects lazily: connect now
+            group.barrier()  # NCCL connects lazily: connect now, so join fails here, not mid-update
             return group
         except BroadcastError:
             raise
@@ -191,8 +193,15 @@ class WeightGroup:
                 offset += _aligned(s.nbytes)
         return out
 
+    def set_timeout(self, timeout_s: float) -> None:
+        """Timeout of every later transfer (joining used the one given to ``join``)."""
+        self.timeout_s = timeout_s
+        self.pg.set_timeout(timedelta(seconds=timeout_s))
+
     def barrier(self) -> None:
-        self._run("weight group barrier", self.pg.barrier)
+        """Both members reach this point. A one-byte broadcast on the group's device, not
+        ``pg.barrier()``, which on NCCL guesses the device from the rank (cuda:1 on the server)."""
+        self._broadcast(torch.zeros(1, dtype=torch.uint8, device=self.device), "weight group handshake")
 
     def close(self) -> None:
         """Drop the group (the peer may already be gone); never raises."""
