@@ -110,6 +110,40 @@ def test_fsdp_with_lora_matches_one_process(tiny_setup):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
+def _gather_worker(rank: int, port: int, out) -> None:
+    import os
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    torch.distributed.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                         num_key_value_heads=1, intermediate_size=96))
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    total = sum(p.numel() for p in model.parameters())
+    sharded = fsdp.wrap(model)
+    local = sum(p.to_local().numel() for p in sharded.parameters())
+    everywhere, rank0 = fsdp.full_model_state(sharded, everywhere=True), fsdp.full_model_state(sharded)
+    out[rank] = (local, total,
+                 all(torch.equal(everywhere[k], v) for k, v in want.items()) and set(everywhere) == set(want),
+                 all(torch.equal(rank0[k], v) for k, v in want.items()) if rank == 0 else rank0 == {})
+    torch.distributed.destroy_process_group()
+
+
+def test_full_model_state_gathers_on_rank_0_or_everywhere():
+    import torch.multiprocessing as mp
+
+    from tests.test_distributed import _free_port
+
+    out = mp.Manager().dict()
+    mp.start_processes(_gather_worker, args=(_free_port(), out), nprocs=2, start_method="spawn", join=True)
+    for rank in (0, 1):
+        local, total, everywhere_ok, rank0_ok = out[rank]
+        assert local < 0.6 * total  # really sharded: about half of every parameter on each rank
+        assert everywhere_ok and rank0_ok, rank
+
+
 def test_fsdp_refuses_what_it_cannot_run_and_is_a_no_op_alone(tiny_setup, monkeypatch, capsys):
     overrides, _ = tiny_setup
     cfg = load_run_config(None, [*overrides, "train.fsdp=true", "train.dynamic_sampling=true",

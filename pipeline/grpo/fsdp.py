@@ -126,14 +126,16 @@ def _options(cpu_offload: bool = True):
     return StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload)
 
 
-def full_model_state(model) -> dict | None:
-    """The full state dict on rank 0 ({} on the others); None when ``model`` is not sharded (its
-    own ``state_dict()`` is full). Collective under FSDP: every rank must call it."""
+def full_model_state(model, everywhere: bool = False) -> dict | None:
+    """The full state dict on rank 0, in CPU memory ({} on the others); with ``everywhere``, full
+    tensors on every rank, on the model's device (what a per-rank rollout engine would load).
+    None when ``model`` is not sharded (its own ``state_dict()`` is full). Collective under FSDP:
+    every rank must call it."""
     if not is_sharded(model):
         return None
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-    return get_model_state_dict(model, options=_options())
+    return get_model_state_dict(model, options=_options(cpu_offload=not everywhere))
 
 
 def _param_names(model, opt) -> list[str]:
