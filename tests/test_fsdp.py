@@ -110,38 +110,59 @@ def test_fsdp_with_lora_matches_one_process(tiny_setup):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
-def _gather_worker(rank: int, port: int, out) -> None:
+def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
+    """Gathers (rank 0 / every rank) and synced generation with ranks finishing at different times."""
     import os
 
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from pipeline.models import load_policy
+    from pipeline.rollout.base import SamplingParams
+    from pipeline.rollout.hf_engine import HFEngine
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
     torch.distributed.init_process_group("gloo")
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                         num_key_value_heads=1, intermediate_size=96))
+    model, tok = load_policy(model_dir)
+    # Many stop tokens: sequences end early and at different steps, so one rank's generate loop
+    # finishes before the other's and must keep stepping (synced_gpus) for the sharded forwards.
+    model.generation_config.eos_token_id = list(range(3, len(tok), 3))
+    prompts = [["Tom has 3 apples.", "What is 7 + 5?"], ["A train leaves at 9.", "Sum 12 and 30."]][rank]
+    params = SamplingParams(max_new_tokens=24, temperature=1.0, seed=rank)
+    want_samples = HFEngine(model, tok, batch_size=3).generate(prompts, 4, params)  # unsharded, 3 chunks
     want = {k: v.clone() for k, v in model.state_dict().items()}
     total = sum(p.numel() for p in model.parameters())
     sharded = fsdp.wrap(model)
     local = sum(p.to_local().numel() for p in sharded.parameters())
     everywhere, rank0 = fsdp.full_model_state(sharded, everywhere=True), fsdp.full_model_state(sharded)
-    out[rank] = (local, total,
-                 all(torch.equal(everywhere[k], v) for k, v in want.items()) and set(everywhere) == set(want),
-                 all(torch.equal(rank0[k], v) for k, v in want.items()) if rank == 0 else rank0 == {})
+    got_samples = HFEngine(sharded, tok, batch_size=3, synced=True).generate(prompts, 4, params)
+    flat = [s for group in got_samples for s in group]
+    out[rank] = {"local": local, "total": total,
+                 "everywhere": set(everywhere) == set(want) and all(torch.equal(everywhere[k], v)
+                                                                    for k, v in want.items()),
+                 "rank0": all(torch.equal(rank0[k], v) for k, v in want.items()) if rank == 0 else rank0 == {},
+                 "same_samples": [[s.completion_ids for s in g] for g in got_samples]
+                 == [[s.completion_ids for s in g] for g in want_samples],
+                 "lengths": [len(s.completion_ids) for s in flat], "reasons": {s.finish_reason for s in flat}}
     torch.distributed.destroy_process_group()
 
 
-def test_full_model_state_gathers_on_rank_0_or_everywhere():
+def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
     import torch.multiprocessing as mp
 
     from tests.test_distributed import _free_port
 
+    model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
     out = mp.Manager().dict()
-    mp.start_processes(_gather_worker, args=(_free_port(), out), nprocs=2, start_method="spawn", join=True)
+    mp.start_processes(_two_rank_worker, args=(_free_port(), model_dir, out), nprocs=2, start_method="spawn",
+                       join=True)
     for rank in (0, 1):
-        local, total, everywhere_ok, rank0_ok = out[rank]
-        assert local < 0.6 * total  # really sharded: about half of every parameter on each rank
-        assert everywhere_ok and rank0_ok, rank
+        r = out[rank]
+        assert r["local"] < 0.6 * r["total"]  # really sharded: about half of every parameter on each rank
+        assert r["everywhere"] and r["rank0"], rank
+        assert r["same_samples"], rank  # synced generation on the sharded model == plain generation
+        assert "stop" in r["reasons"], rank
+    # a generate loop runs as long as its chunk's longest sequence (3 per chunk): in some chunk one
+    # rank's loop ended first and had to keep stepping for the other's
+    loops = [[max(out[r]["lengths"][i:i + 3]) for i in range(0, 8, 3)] for r in (0, 1)]
+    assert loops[0] != loops[1], loops
 
 
 def test_fsdp_refuses_what_it_cannot_run_and_is_a_no_op_alone(tiny_setup, monkeypatch, capsys):
