@@ -129,9 +129,11 @@ def test_greedy_samples_match_hf_and_architecture_is_checked(server):
         VLLMServerEngine(cfg, other)
 
 
-def test_grpo_steps_through_the_server(server):
+@pytest.mark.parametrize("lora", [False, True])
+def test_grpo_steps_through_the_server(server, lora):
+    """Under LoRA the server gets the merged weights (base + delta) after every step."""
     before = _health(server["url"])["updates"]
-    cfg = _cfg(server, "name=serve2", "train.steps=2")
+    cfg = _cfg(server, f"name=serve2-{lora}", "train.steps=2", f"model.lora={lora}", *(["train.lr=1e-2"] if lora else []))
     run_dir = trainer.train(cfg)
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
@@ -139,6 +141,9 @@ def test_grpo_steps_through_the_server(server):
         assert row["completion_len/mean"] > 0 and row["grad_norm"] > 0
         assert row["tis/max_abs_delta"] < 1e-3, row  # the server samples from the trained weights
     assert _health(server["url"])["updates"] - before == 3  # initial sync + one per step
+    if lora:
+        assert (run_dir / "final" / "adapter_model.safetensors").exists()
+        return
     start, _ = load_policy(cfg.model.name_or_path)
     final, _ = load_policy(str(run_dir / "final"))
     assert sum(not torch.equal(a, b) for a, b in zip(start.state_dict().values(), final.state_dict().values())) > 10
