@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict
@@ -123,8 +124,6 @@ class VLLMServerEngine:
 
     @torch.no_grad()
     def _push(self, model) -> None:
-        import time
-
         start = time.perf_counter()
         named = [(n, t.detach()) for n, t in hf_weights(model)]
         if self.group is None:
