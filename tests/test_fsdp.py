@@ -133,6 +133,7 @@ def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
     local = sum(p.to_local().numel() for p in sharded.parameters())
     everywhere, rank0 = fsdp.full_model_state(sharded, everywhere=True), fsdp.full_model_state(sharded)
     got_samples = HFEngine(sharded, tok, batch_size=3, synced=True).generate(prompts, 4, params)
+    resharded = sum(p.to_local().numel() for p in sharded.parameters()) == local  # DTensors again
     flat = [s for group in got_samples for s in group]
     out[rank] = {"local": local, "total": total,
                  "everywhere": set(everywhere) == set(want) and all(torch.equal(everywhere[k], v)
@@ -140,7 +141,7 @@ def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
                  "rank0": all(torch.equal(rank0[k], v) for k, v in want.items()) if rank == 0 else rank0 == {},
                  "same_samples": [[s.completion_ids for s in g] for g in got_samples]
                  == [[s.completion_ids for s in g] for g in want_samples],
-                 "lengths": [len(s.completion_ids) for s in flat], "reasons": {s.finish_reason for s in flat}}
+                 "resharded": resharded, "lengths": [len(s.completion_ids) for s in flat], "reasons": {s.finish_reason for s in flat}}
     torch.distributed.destroy_process_group()
 
 
@@ -158,6 +159,7 @@ def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
         assert r["local"] < 0.6 * r["total"]  # really sharded: about half of every parameter on each rank
         assert r["everywhere"] and r["rank0"], rank
         assert r["same_samples"], rank  # synced generation on the sharded model == plain generation
+        assert r["resharded"], rank  # the weights gathered for generation were freed afterwards
         assert "stop" in r["reasons"], rank
     # a generate loop runs as long as its chunk's longest sequence (3 per chunk): in some chunk one
     # rank's loop ended first and had to keep stepping for the other's

@@ -28,6 +28,7 @@ With one process ``train.fsdp=true`` does nothing (there is nothing to shard); `
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -106,6 +107,28 @@ def wrap(model):
             m.set_gradient_divide_factor(1.0)
             m.set_force_sum_reduction_for_comms(True)
     return model
+
+
+@contextmanager
+def gathered(model):
+    """Hold every sharded module's full weights for the whole block (one all-gather per module),
+    then reshard. For ``generate``: without it FSDP all-gathers every layer at every new token.
+    Costs the full weights' memory on each rank meanwhile. No-op for an unsharded model."""
+    from torch.distributed.fsdp import FSDPModule
+
+    mods = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    layers = mods[1:]  # mods[0] is the root, which FSDP already keeps unsharded after its forward
+    for m in layers:
+        m.set_reshard_after_forward(False, recurse=False)
+    for m in mods:
+        m.unshard()
+    try:
+        yield
+    finally:
+        for m in mods:
+            m.reshard()
+        for m in layers:
+            m.set_reshard_after_forward(True, recurse=False)
 
 
 def is_sharded(model) -> bool:

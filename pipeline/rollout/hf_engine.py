@@ -5,7 +5,8 @@ copy. Prompts are left-padded and generated in chunks of ``batch_size`` sequence
 
 ``synced=True`` is for an FSDP-sharded module (pipeline/grpo/fsdp.py), where every forward is a
 collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
-until every rank's have. The caller must give every rank the same number of ``generate`` calls
+until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
+instead of layer by layer at every token. The caller must give every rank the same number of ``generate`` calls
 with the same number of prompts, so that the chunks line up too.
 """
 
@@ -33,8 +34,15 @@ class HFEngine:
     def close(self) -> None:
         self.model = None
 
-    @torch.no_grad()
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        if not self.synced:
+            return self._generate(prompts, n, params)
+        from pipeline.grpo.fsdp import gathered  # sharded: gather each layer once per call, not per token
+        with gathered(self.model):
+            return self._generate(prompts, n, params)
+
+    @torch.no_grad()
+    def _generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
         if params.seed is not None:
             torch.manual_seed(params.seed)
         tok = self.tokenizer
