@@ -67,12 +67,15 @@ def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
 @pytest.mark.slow
 def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tiny_setup):
     """The other direction: a 1-process checkpoint continues under 2 sharded ranks. mu = 2 (two
-    optimizer steps per batch, old log-probs), dapo (global token counts) and a reference reset
-    every step (the sharded reference loads the sharded policy, and checkpoints carry it)."""
+    optimizer steps per batch, old log-probs), dapo (global token counts), a reference reset
+    every step (the sharded reference loads the sharded policy, and checkpoints carry it) and
+    gradient checkpointing inside the sharded layers."""
     extra = (SEEDED, "train.num_iterations=2", "train.loss_type=dapo", "train.ref_reset_every=1", "train.beta=0.1")
     one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-one", "train.steps=3", *extra)))
     trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-two", "train.steps=1", *extra)))
-    _torchrun(_args(tiny_setup, "fsdp-mu-two", "train.steps=3", "train.fsdp=true", *extra))
+    # gradient checkpointing on the sharded side only: it must not change the numbers
+    _torchrun(_args(tiny_setup, "fsdp-mu-two", "train.steps=3", "train.fsdp=true", "model.gradient_checkpointing=true",
+                    *extra))
     two = one.parent / "fsdp-mu-two"
     rows_one, rows_two = read_metrics(one), read_metrics(two)
     for step in (2, 3):

@@ -6,8 +6,8 @@ copy. Prompts are left-padded and generated in chunks of ``batch_size`` sequence
 ``synced=True`` is for an FSDP-sharded module (pipeline/grpo/fsdp.py), where every forward is a
 collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
-instead of layer by layer at every token. The caller must give every rank the same number of ``generate`` calls
-with the same number of prompts, so that the chunks line up too.
+instead of layer by layer at every token. The caller must give every rank the same number of
+``generate`` calls with the same number of prompts, so that the chunks line up too.
 """
 
 from __future__ import annotations
