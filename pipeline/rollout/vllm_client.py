@@ -39,7 +39,7 @@ from pipeline.rollout.base import Sample, SamplingParams
 from pipeline.rollout.vllm_engine import hf_weights
 from pipeline.rollout.weight_broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup
 
-__all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "weights_hash", "CONNECT_TIMEOUT_S"]
+__all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "StateView", "weights_hash", "CONNECT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 10.0  # first contact: a server that is not there fails this fast
 CRASH_ENV = "MATHRL_CRASH_IN_BROADCAST"  # fault injection for tests: exit before weight bucket N
@@ -117,9 +117,13 @@ class VLLMServerEngine:
         return [[Sample(**s) for s in group] for group in reply["samples"]]
 
     def sync_weights(self, model) -> None:
-        """Every rank calls this; rank 0 pushes the weights, the others wait for it."""
+        """Every rank calls this; rank 0 pushes the weights, the others wait for it. Under FSDP
+        every rank first takes part in gathering the full weights onto rank 0 (CPU)."""
+        from pipeline.grpo import fsdp
+
+        full = fsdp.full_model_state(model)  # None unless sharded; collective when sharded
         if distributed.rank() == 0:
-            self._push(model)
+            self._push(model if full is None else StateView(full))
         distributed.barrier("wait for rank 0's weight sync to the vLLM server")
 
     @torch.no_grad()
@@ -167,6 +171,18 @@ class VLLMServerEngine:
             except distributed.PeerLost:
                 pass  # the server is gone or busy; it drops the group when the next trainer joins
         self._drop_group()
+
+
+class StateView:
+    """A state dict (gathered under FSDP, or received by the server) in the shape ``hf_weights``
+    reads from a plain model. Under peft + FSDP the names keep their LoRA parts, which the server
+    refuses by name (no merge here)."""
+
+    def __init__(self, state: dict):
+        self._state = state
+
+    def state_dict(self) -> dict:
+        return self._state
 
 
 def _crash_hook():

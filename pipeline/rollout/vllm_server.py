@@ -45,7 +45,7 @@ import torch
 
 from pipeline.config import RunConfig
 from pipeline.rollout.base import SamplingParams
-from pipeline.rollout.vllm_client import weights_hash
+from pipeline.rollout.vllm_client import StateView, weights_hash
 from pipeline.rollout.weight_broadcast import BroadcastError, Spec, WeightGroup
 
 __all__ = ["main", "WeightServer"]
@@ -57,16 +57,6 @@ def log(msg: str) -> None:
 
 class RequestError(ValueError):
     """A request the server refuses; the message goes back to the client (HTTP 400)."""
-
-
-class _Received:
-    """Received (name, tensor) pairs in the shape ``hf_weights`` reads from a plain model."""
-
-    def __init__(self, named):
-        self._state = dict(named)
-
-    def state_dict(self):
-        return self._state
 
 
 def expected_weights(model_path: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -177,7 +167,7 @@ class WeightServer:
         except BroadcastError as e:
             self._drop(None, f"weight update failed ({e}); kept the previous weights")
             raise
-        self.engine.sync_weights(_Received(named))
+        self.engine.sync_weights(StateView(dict(named)))
         self.updates += 1
         return time.perf_counter() - start
 
