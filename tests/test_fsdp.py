@@ -68,9 +68,10 @@ def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
 def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tiny_setup):
     """The other direction: a 1-process checkpoint continues under 2 sharded ranks. mu = 2 (two
     optimizer steps per batch, old log-probs), dapo (global token counts), a reference reset
-    every step (the sharded reference loads the sharded policy, and checkpoints carry it) and
-    gradient checkpointing inside the sharded layers."""
-    extra = (SEEDED, "train.num_iterations=2", "train.loss_type=dapo", "train.ref_reset_every=1", "train.beta=0.1")
+    every step (the sharded reference loads the sharded policy, and checkpoints carry it),
+    gradient checkpointing inside the sharded layers, and the periodic eval (run by every rank)."""
+    extra = (SEEDED, "train.num_iterations=2", "train.loss_type=dapo", "train.ref_reset_every=1", "train.beta=0.1",
+             "train.eval_every=3", "train.eval_limit=6", "eval.max_new_tokens=16")
     one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-one", "train.steps=3", *extra)))
     trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-two", "train.steps=1", *extra)))
     # gradient checkpointing on the sharded side only: it must not change the numbers
@@ -81,6 +82,8 @@ def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tin
     for step in (2, 3):
         _assert_rows_close(rows_two[step - 1], rows_one[step - 1])
         assert _completions(two, step) == _completions(one, step)
+    assert "eval/accuracy" in rows_two[2]  # the periodic eval ran on both ranks in lock-step (rank 0 logs)
+    assert (two / "eval" / "step_3").is_dir()
     torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
     ref_dir = two / "checkpoints" / "step_3" / "reference"
     torch.testing.assert_close(_flat(ref_dir), _flat(one / "checkpoints" / "step_3" / "reference"),
@@ -144,7 +147,8 @@ def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
                  "rank0": all(torch.equal(rank0[k], v) for k, v in want.items()) if rank == 0 else rank0 == {},
                  "same_samples": [[s.completion_ids for s in g] for g in got_samples]
                  == [[s.completion_ids for s in g] for g in want_samples],
-                 "resharded": resharded, "lengths": [len(s.completion_ids) for s in flat], "reasons": {s.finish_reason for s in flat}}
+                 "resharded": resharded, "lengths": [len(s.completion_ids) for s in flat],
+                 "reasons": {s.finish_reason for s in flat}}
     torch.distributed.destroy_process_group()
 
 
@@ -172,16 +176,15 @@ def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
 
 def test_fsdp_refuses_what_it_cannot_run_and_is_a_no_op_alone(tiny_setup, monkeypatch, capsys):
     overrides, _ = tiny_setup
-    cfg = load_run_config(None, [*overrides, "train.fsdp=true", "train.dynamic_sampling=true",
-                                 "train.eval_every=5", "rollout.engine=vllm"])
+    cfg = load_run_config(None, [*overrides, "train.fsdp=true", "train.dynamic_sampling=true", "rollout.engine=vllm"])
     assert fsdp.problem(cfg) is None and not fsdp.enabled(cfg)  # one process: nothing to shard
     assert "nothing to shard" in capsys.readouterr().out
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     assert fsdp.enabled(cfg)
     message = fsdp.problem(cfg)
-    for key in ("rollout.engine=vllm", "train.dynamic_sampling=true", "train.eval_every=5"):
+    for key in ("rollout.engine=vllm", "train.dynamic_sampling=true"):
         assert key in message
-    ok = load_run_config(None, [*overrides, "train.fsdp=true"])
+    ok = load_run_config(None, [*overrides, "train.fsdp=true", "train.eval_every=5", "model.lora=true"])
     assert fsdp.problem(ok) is None
     assert fsdp.problem(load_run_config(None, overrides)) is None  # fsdp off: never refused
     with pytest.raises(trainer.TrainingError, match="train.fsdp=true does not support"):

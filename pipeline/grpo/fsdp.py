@@ -57,9 +57,6 @@ def problem(cfg) -> str | None:
     if t.dynamic_sampling:
         bad.append("train.dynamic_sampling=true (refill rounds give ranks unequal shares, hence "
                    "unequal numbers of generate calls, and every forward of a sharded model is a collective)")
-    if t.eval_every:
-        bad.append(f"train.eval_every={t.eval_every} (the periodic eval runs on rank 0 alone; evaluate "
-                   "final/ or a checkpoint with `mathrl eval` instead)")
     return "train.fsdp=true does not support: " + "; ".join(bad) if bad else None
 
 

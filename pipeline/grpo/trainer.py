@@ -117,8 +117,11 @@ def train(cfg: RunConfig) -> Path:
             ref.load_state_dict(policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
         metrics = step_metrics(cfg, view, update, timer)
-        if cfg.train.eval_every and main_rank and (step % cfg.train.eval_every == 0 or step == cfg.train.steps):
-            metrics.update(periodic_eval(cfg, policy, tok, engine, run_dir / "eval" / f"step_{step}"))
+        # FSDP: every rank runs the same eval in lock-step (sharded forwards are collectives); rank 0 writes
+        if cfg.train.eval_every and (main_rank or fsdp.is_sharded(policy)) and (
+                step % cfg.train.eval_every == 0 or step == cfg.train.steps):
+            out_dir = run_dir / "eval" / f"step_{step}" if main_rank else None
+            metrics.update(periodic_eval(cfg, policy, tok, engine, out_dir))
         log.log(step, metrics)
         log.samples(step, [e.record() for e in view.episodes[:cfg.train.log_samples]])
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
@@ -302,14 +305,15 @@ def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:
     return metrics
 
 
-def periodic_eval(cfg, policy, tok, engine, out_dir: Path) -> dict[str, float]:
+def periodic_eval(cfg, policy, tok, engine, out_dir: Path | None) -> dict[str, float]:
     """Greedy accuracy on the task's test split with the live policy (same code as `mathrl eval`)."""
     from evals.run import evaluate_with_config
 
     summary = evaluate_with_config(policy, tok, cfg, dataset=cfg.train.task, limit=cfg.train.eval_limit,
                                    engine=engine, output_dir=out_dir)
     policy.train()
-    tqdm.write(f"eval: accuracy {summary['accuracy']:.3f} on {summary['n_problems']} {cfg.train.task} problems")
+    if distributed.is_main():
+        tqdm.write(f"eval: accuracy {summary['accuracy']:.3f} on {summary['n_problems']} {cfg.train.task} problems")
     return {"eval/accuracy": summary["accuracy"], "eval/extraction_failure_rate": summary["extraction_failure_rate"]}
 
 
