@@ -17,13 +17,16 @@ sharded, groups local, losses scaled with GLOBAL counts); what changes:
 3. Every forward of a sharded module is a collective, so all ranks must run the same number of
    forwards: same micro-batch count (equal shares), same number of ``generate`` calls and chunks
    (the HF engine runs with ``synced_gpus=True``, so ranks whose sequences ended keep stepping
-   until every rank is done). Paths where ranks would diverge are refused (``problem``).
+   until every rank is done, and holds the gathered weights for a whole call, ``gathered``), and
+   the periodic eval runs on every rank. Paths where ranks would diverge are refused (``problem``).
 4. Checkpoints and ``final/`` hold FULL weights (``get_model_state_dict(full_state_dict=True,
    cpu_offload=True)``, gathered by every rank, written by rank 0) and the full optimizer state
    in the plain ``optimizer.state_dict()`` layout (integer parameter ids), so a checkpoint
    resumes on any world size, with or without FSDP.
 
 With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``problem`` prints so.
+Not built: meta-device initialisation (every rank loads the full model, and builds the full
+reference copy, before sharding), CPU offload, a mixed-precision policy (the model's dtype is used).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.grpo import distributed
+
 
 def enabled(cfg) -> bool:
     """FSDP is on: asked for and more than one rank."""
