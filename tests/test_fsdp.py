@@ -93,13 +93,14 @@ def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tin
 @pytest.mark.slow
 def test_fsdp_with_lora_matches_one_process(tiny_setup):
     """LoRA under FSDP: frozen base and adapter weights are sharded alike; the reference is the
-    same sharded module with the adapter disabled; checkpoints hold the full adapter."""
+    same sharded module with the adapter disabled; checkpoints hold the full adapter, and the
+    sharded run's checkpoint continues in one process like the 1-process run."""
     from peft import PeftModel
 
     from pipeline.models import load_policy
 
     extra = (SEEDED, "model.lora=true", "model.lora_r=4", "train.lr=1e-2")
-    one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-lora-one", "train.steps=2", *extra)))
+    one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-lora-one", "train.steps=3", *extra)))
     _torchrun(_args(tiny_setup, "fsdp-lora-two", "train.steps=2", "train.fsdp=true", *extra))
     two = one.parent / "fsdp-lora-two"
     for step in (1, 2):
@@ -111,9 +112,12 @@ def test_fsdp_with_lora_matches_one_process(tiny_setup):
         model = PeftModel.from_pretrained(base, str(path))
         return torch.cat([p.flatten() for n, p in model.named_parameters() if "lora_" in n])
 
-    got, want = adapter(two / "final"), adapter(one / "final")
+    got, want = adapter(two / "final"), adapter(one / "checkpoints" / "step_2")
     assert want.abs().sum() > 0
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    resumed = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-lora-two", "train.steps=3", *extra)))
+    _assert_rows_close(read_metrics(resumed)[2], read_metrics(one)[2])
+    torch.testing.assert_close(adapter(resumed / "final"), adapter(one / "final"), rtol=1e-4, atol=1e-5)
 
 
 def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
