@@ -3,7 +3,10 @@
 layer at every new token. Both sample the same tokens (seeded); the script checks that and
 prints the time ratio, best of ``--repeats``.
 
-    .venv/bin/python benchmarks/bench_fsdp_generate.py [--model data/models/tiny-base]
+    .venv/bin/python benchmarks/bench_fsdp_generate.py [--model DIR]
+
+Without ``--model`` it builds the tiny CPU-default model (``build_tiny``, default sizes) in a
+temporary directory from a small synthetic corpus.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import tempfile
 import time
 from contextlib import nullcontext
 
@@ -46,9 +50,19 @@ def _worker(rank: int, port: int, args, out) -> None:
     dist.destroy_process_group()
 
 
+def _build_tiny(out_dir: str) -> str:
+    from pipeline.config import ModelConfig
+    from pipeline.models import build_tiny
+
+    corpus = [f"Tom has {i} apples and buys {j} more. How many apples? {i} + {j} = {i + j}. \\boxed{{{i + j}}}"
+              for i in range(40) for j in range(0, 40, 3)]
+    build_tiny(ModelConfig(), out_dir, corpus)
+    return out_dir
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="data/models/tiny-base")
+    ap.add_argument("--model", default=None, help="model dir (default: a freshly built tiny model)")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=48)
@@ -59,7 +73,9 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = mp.Manager().dict()
-    mp.start_processes(_worker, args=(port, args, out), nprocs=2, start_method="spawn", join=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        args.model = args.model or _build_tiny(tmp)
+        mp.start_processes(_worker, args=(port, args, out), nprocs=2, start_method="spawn", join=True)
     for rank in (0, 1):
         best, same = out[rank]
         print(f"rank {rank}: per-token gathers {best['per_token']:.3f} s, gathered once {best['gathered']:.3f} s, "
