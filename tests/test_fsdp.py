@@ -190,6 +190,10 @@ def test_fsdp_refuses_what_it_cannot_run_and_is_a_no_op_alone(tiny_setup, monkey
         assert key in message
     ok = load_run_config(None, [*overrides, "train.fsdp=true", "train.eval_every=5", "model.lora=true"])
     assert fsdp.problem(ok) is None
+    server = load_run_config(None, [*overrides, "train.fsdp=true", "rollout.engine=vllm_server"])
+    assert fsdp.problem(server) is None  # its client gathers the full weights for rank 0's push
+    assert "model.lora=true" in fsdp.problem(load_run_config(None, [*overrides, "train.fsdp=true",
+                                                                    "rollout.engine=vllm_server", "model.lora=true"]))
     assert fsdp.problem(load_run_config(None, overrides)) is None  # fsdp off: never refused
     with pytest.raises(trainer.TrainingError, match="train.fsdp=true does not support"):
         trainer._validate(cfg)

@@ -55,9 +55,12 @@ def problem(cfg) -> str | None:
         return None
     t = cfg.train
     bad = []
-    if cfg.rollout.engine != "hf":
-        bad.append(f"rollout.engine={cfg.rollout.engine} (the engine's weight sync reads the sharded "
-                   "module; only the HF engine, which generates with the sharded module, is wired)")
+    if cfg.rollout.engine == "vllm":
+        bad.append("rollout.engine=vllm (the colocated engine's weight sync reads the sharded module's "
+                   "state_dict; use rollout.engine=hf or vllm_server, whose client gathers the full weights)")
+    if cfg.rollout.engine == "vllm_server" and cfg.model.lora:
+        bad.append("rollout.engine=vllm_server with model.lora=true (the gathered state keeps unmerged LoRA "
+                   "tensors, which the server refuses; use model.lora=false or rollout.engine=hf)")
     if t.dynamic_sampling:
         bad.append("train.dynamic_sampling=true (refill rounds give ranks unequal shares, hence "
                    "unequal numbers of generate calls, and every forward of a sharded model is a collective)")
