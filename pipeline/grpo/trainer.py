@@ -117,8 +117,9 @@ def train(cfg: RunConfig) -> Path:
             ref.load_state_dict(policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
         metrics = step_metrics(cfg, view, update, timer)
-        # FSDP: every rank runs the same eval in lock-step (sharded forwards are collectives); rank 0 writes
-        if cfg.train.eval_every and (main_rank or fsdp.is_sharded(policy)) and (
+        # HF engine on an FSDP-sharded policy: every rank runs the same eval in lock-step (its forwards
+        # are collectives); rank 0 writes
+        if cfg.train.eval_every and (main_rank or getattr(engine, "synced", False)) and (
                 step % cfg.train.eval_every == 0 or step == cfg.train.steps):
             out_dir = run_dir / "eval" / f"step_{step}" if main_rank else None
             metrics.update(periodic_eval(cfg, policy, tok, engine, out_dir))
