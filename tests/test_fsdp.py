@@ -178,22 +178,105 @@ def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
     assert loops[0] != loops[1], loops
 
 
+def _lora_model(model_dir: str):
+    """The tiny model with a LoRA adapter (scaling 3/4 != 1), A and B drawn from a fixed seed (the
+    same on every rank; B not zero, so the merge matters)."""
+    from peft import LoraConfig, get_peft_model
+
+    from pipeline.models import load_policy
+
+    model, _ = load_policy(model_dir)
+    lora = LoraConfig(r=4, lora_alpha=3, target_modules=["q_proj", "v_proj", "down_proj"], task_type="CAUSAL_LM")
+    model = get_peft_model(model, lora)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+    return model
+
+
+def _lora_merge_worker(rank: int, port: int, model_dir: str, out) -> None:
+    """LoRA merged from the weights gathered off a sharded model vs peft's merge of the whole one."""
+    import copy
+    import os
+
+    from pipeline.rollout.vllm_engine import hf_weights
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    torch.distributed.init_process_group("gloo")
+    model = _lora_model(model_dir)
+    want = copy.deepcopy(model).merge_and_unload().state_dict()
+    unsharded = dict(hf_weights(model))  # the plain path (module deltas), for comparison
+    fsdp.wrap(model)
+    everywhere = dict(hf_weights(model, fsdp.full_model_state(model, everywhere=True)))  # colocated engines
+    rank0 = fsdp.full_model_state(model)  # the server client's gather
+    on_rank0 = dict(hf_weights(model, rank0)) if rank == 0 else None
+    shapes = {n: tuple(t.shape) for n, t in hf_weights(model, fsdp.meta_state(model))}  # server arch check
+
+    def same(got):
+        return set(got) == set(want) and all(torch.allclose(got[k], v, rtol=1e-6, atol=1e-7) for k, v in want.items())
+
+    base = {k.removeprefix("base_model.model."): v for k, v in model.state_dict().items() if "base_layer" not in k}
+    merged_names = [k for k in want if k.endswith(("q_proj.weight", "v_proj.weight", "down_proj.weight"))]
+    out[rank] = {"everywhere": same(everywhere), "unsharded": same(unsharded),
+                 "rank0": same(on_rank0) if rank == 0 else rank0 == {},
+                 "shapes": shapes == {k: tuple(v.shape) for k, v in want.items()},
+                 "merged": len(merged_names), "unmerged_kept": all(k in base for k in want if k not in merged_names),
+                 "sharded": any(hasattr(p, "to_local") for p in model.parameters())}
+    torch.distributed.destroy_process_group()
+
+
+def test_lora_merged_from_gathered_weights_equals_peft_merge(tiny_setup):
+    """Under FSDP the vLLM syncs merge LoRA from the gathered state (the module's own A and B are
+    shards): on every rank (colocated engines) and on rank 0 (server), the result equals peft's
+    merge_and_unload of the unsharded model, and so does the plain path on the unsharded model."""
+    import torch.multiprocessing as mp
+
+    from tests.test_distributed import _free_port
+
+    model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
+    out = mp.Manager().dict()
+    mp.start_processes(_lora_merge_worker, args=(_free_port(), model_dir, out), nprocs=2, start_method="spawn",
+                       join=True)
+    for rank in (0, 1):
+        r = out[rank]
+        assert r["sharded"] and r["merged"] > 0, r
+        assert r["everywhere"] and r["unsharded"] and r["rank0"] and r["shapes"], (rank, r)
+
+
+def test_gathered_lora_merge_refuses_layers_it_cannot_merge(tiny_setup):
+    """Embedding LoRA layers and DoRA have merges other than W + scaling * B A: refused by name."""
+    from peft import LoraConfig, get_peft_model
+
+    from pipeline.models import load_policy
+    from pipeline.rollout.vllm_engine import hf_weights
+
+    model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
+    for kwargs, why in ((dict(target_modules=["embed_tokens"]), "Embedding LoRA layer"),
+                        (dict(target_modules=["q_proj"], use_dora=True), "DoRA")):
+        model = get_peft_model(load_policy(model_dir)[0], LoraConfig(r=2, task_type="CAUSAL_LM", **kwargs))
+        with pytest.raises(NotImplementedError, match=why):
+            list(hf_weights(model, model.state_dict()))
+
+
 def test_fsdp_refuses_what_it_cannot_run_and_is_a_no_op_alone(tiny_setup, monkeypatch, capsys):
     overrides, _ = tiny_setup
-    cfg = load_run_config(None, [*overrides, "train.fsdp=true", "train.dynamic_sampling=true", "rollout.engine=vllm"])
+    cfg = load_run_config(None, [*overrides, "train.fsdp=true", "train.dynamic_sampling=true"])
     assert fsdp.problem(cfg) is None and not fsdp.enabled(cfg)  # one process: nothing to shard
     assert "nothing to shard" in capsys.readouterr().out
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     assert fsdp.enabled(cfg)
-    message = fsdp.problem(cfg)
-    for key in ("rollout.engine=vllm", "train.dynamic_sampling=true"):
-        assert key in message
+    message = fsdp.problem(cfg)  # the HF engine generates with the sharded policy: unequal calls would hang
+    assert "train.dynamic_sampling=true with rollout.engine=hf" in message and "collective" in message
     ok = load_run_config(None, [*overrides, "train.fsdp=true", "train.eval_every=5", "model.lora=true"])
     assert fsdp.problem(ok) is None
-    server = load_run_config(None, [*overrides, "train.fsdp=true", "rollout.engine=vllm_server"])
-    assert fsdp.problem(server) is None  # its client gathers the full weights for rank 0's push
-    assert "model.lora=true" in fsdp.problem(load_run_config(None, [*overrides, "train.fsdp=true",
-                                                                    "rollout.engine=vllm_server", "model.lora=true"]))
+    # the vLLM engines gather the full weights (LoRA merged from them) and do not generate with
+    # the sharded model, so every combination runs
+    for engine in ("vllm", "vllm_server"):
+        for extra in ([], ["model.lora=true"], ["train.dynamic_sampling=true"]):
+            assert fsdp.problem(load_run_config(None, [*overrides, "train.fsdp=true", f"rollout.engine={engine}",
+                                                       *extra])) is None, (engine, extra)
     assert fsdp.problem(load_run_config(None, overrides)) is None  # fsdp off: never refused
     with pytest.raises(trainer.TrainingError, match="train.fsdp=true does not support"):
         trainer._validate(cfg)

@@ -46,8 +46,9 @@ def enabled(cfg) -> bool:
 
 def problem(cfg) -> str | None:
     """Why ``train.fsdp=true`` cannot run with this config (None if it can): combinations where
-    ranks would run different numbers of forwards, or where a consumer would read sharded
-    weights. Call after the process group is initialised."""
+    ranks would run different numbers of sharded forwards. (Weight consumers never read shards:
+    the vLLM engines' syncs gather the full weights, ``full_model_state``, and merge LoRA from
+    them.) Call after the process group is initialised."""
     if not cfg.train.fsdp:
         return None
     if distributed.world_size() == 1:
@@ -55,15 +56,11 @@ def problem(cfg) -> str | None:
         return None
     t = cfg.train
     bad = []
-    if cfg.rollout.engine == "vllm":
-        bad.append("rollout.engine=vllm (the colocated engine's weight sync reads the sharded module's "
-                   "state_dict; use rollout.engine=hf or vllm_server, whose client gathers the full weights)")
-    if cfg.rollout.engine == "vllm_server" and cfg.model.lora:
-        bad.append("rollout.engine=vllm_server with model.lora=true (the gathered state keeps unmerged LoRA "
-                   "tensors, which the server refuses; use model.lora=false or rollout.engine=hf)")
-    if t.dynamic_sampling:
-        bad.append("train.dynamic_sampling=true (refill rounds give ranks unequal shares, hence "
-                   "unequal numbers of generate calls, and every forward of a sharded model is a collective)")
+    if t.dynamic_sampling and cfg.rollout.engine == "hf":
+        bad.append("train.dynamic_sampling=true with rollout.engine=hf (refill rounds give ranks shares that "
+                   "differ by one question, hence different numbers of generate calls, and the HF engine "
+                   "generates with the sharded policy, whose every forward is a collective: the ranks would "
+                   "hang; use rollout.engine=vllm or vllm_server, whose generate is no collective)")
     return "train.fsdp=true does not support: " + "; ".join(bad) if bad else None
 
 
@@ -163,6 +160,12 @@ def full_model_state(model, everywhere: bool = False) -> dict | None:
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     return get_model_state_dict(model, options=_options(cpu_offload=not everywhere))
+
+
+def meta_state(model) -> dict:
+    """Names, full shapes and dtypes of ``model``'s state dict as meta tensors (no gather, no
+    memory): what a consumer checks an architecture with."""
+    return {k: torch.empty(v.shape, dtype=v.dtype, device="meta") for k, v in model.state_dict().items()}
 
 
 def _param_names(model, opt) -> list[str]:

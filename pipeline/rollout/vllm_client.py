@@ -99,7 +99,11 @@ class VLLMServerEngine:
                              ) from e
 
     def _check_architecture(self, model) -> None:
-        mine = [(n, tuple(t.shape)) for n, t in hf_weights(model)]
+        from pipeline.grpo import fsdp
+
+        # sharded: names and full shapes from meta tensors (no gather; LoRA merges computed on meta)
+        state = fsdp.meta_state(model) if fsdp.is_sharded(model) else None
+        mine = [(n, tuple(t.shape)) for n, t in hf_weights(model, state)]
         if weights_hash(mine) == self.health.get("weights_hash"):
             return
         theirs = {n: tuple(s) for n, s in self._call("GET", "/weights")["weights"]}
@@ -118,18 +122,19 @@ class VLLMServerEngine:
 
     def sync_weights(self, model) -> None:
         """Every rank calls this; rank 0 pushes the weights, the others wait for it. Under FSDP
-        every rank first takes part in gathering the full weights onto rank 0 (CPU)."""
+        every rank first takes part in gathering the full weights onto rank 0 (CPU); rank 0 merges
+        LoRA from the gathered tensors (``hf_weights(model, state)``)."""
         from pipeline.grpo import fsdp
 
         full = fsdp.full_model_state(model)  # None unless sharded; collective when sharded
         if distributed.rank() == 0:
-            self._push(model if full is None else StateView(full))
+            self._push(model, full)
         distributed.barrier("wait for rank 0's weight sync to the vLLM server")
 
     @torch.no_grad()
-    def _push(self, model) -> None:
+    def _push(self, model, state: dict | None = None) -> None:
         start = time.perf_counter()
-        named = [(n, t.detach()) for n, t in hf_weights(model)]
+        named = [(n, t.detach()) for n, t in hf_weights(model, state)]
         if self.group is None:
             self._join(named[0][1].device)
         update = next(self._updates)
@@ -174,9 +179,8 @@ class VLLMServerEngine:
 
 
 class StateView:
-    """A state dict (gathered under FSDP, or received by the server) in the shape ``hf_weights``
-    reads from a plain model. Under peft + FSDP the names keep their LoRA parts, which the server
-    refuses by name (no merge here)."""
+    """A state dict received by the server (Hugging Face names, LoRA already merged by the
+    trainer) in the shape ``hf_weights`` reads from a plain model."""
 
     def __init__(self, state: dict):
         self._state = state
