@@ -23,6 +23,9 @@ sharded, groups local, losses scaled with GLOBAL counts); what changes:
    cpu_offload=True)``, gathered by every rank, written by rank 0) and the full optimizer state
    in the plain ``optimizer.state_dict()`` layout (integer parameter ids), so a checkpoint
    resumes on any world size, with or without FSDP.
+5. vLLM weight syncs gather the full weights after every optimizer step (every rank joins): on
+   every rank for the colocated engines, on rank 0 for the server; LoRA is merged from the
+   gathered tensors (``hf_weights(model, state)`` in ``pipeline/rollout/vllm_engine.py``).
 
 With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``problem`` prints so.
 Not built: meta-device initialisation (every rank loads the full model, and builds the full
