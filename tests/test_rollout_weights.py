@@ -57,3 +57,16 @@ def test_modules_to_save_copy_replaces_the_original():
     sent = dict(hf_weights(model))
     assert "lm_head.weight" in sent and not any("modules_to_save" in k or "original_module" in k for k in sent)
     assert torch.equal(sent["lm_head.weight"], original_head + 1.0)
+
+
+def test_embedding_lora_is_merged_too():
+    """LoRA on embed_tokens keeps its adapter in lora_embedding_A/B, not lora_A/B."""
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(_tiny(tie=False), LoraConfig(r=2, target_modules=["embed_tokens", "q_proj"],
+                                                        init_lora_weights=False))
+    reference = copy.deepcopy(model).merge_and_unload().state_dict()
+    sent = dict(hf_weights(model))
+    assert not torch.equal(sent["model.embed_tokens.weight"], _tiny(tie=False).model.embed_tokens.weight)
+    for k, v in reference.items():
+        assert torch.allclose(sent[k], v, atol=1e-6), k

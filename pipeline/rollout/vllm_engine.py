@@ -213,7 +213,9 @@ def hf_weights(model, state: dict | None = None):
     deltas = {}
     for name, module in model.named_modules():
         if isinstance(module, LoraLayer):
-            active = [a for a in module.active_adapters if a in module.lora_A]
+            # Embedding LoRA layers keep their adapters in lora_embedding_A/B
+            active = [a for a in module.active_adapters
+                      if a in module.lora_A or a in getattr(module, "lora_embedding_A", {})]
             if any(module.use_dora.get(a, False) for a in active):
                 raise NotImplementedError("vLLM weight sync: DoRA adapters are not supported")
             if active and not module.merged and not module.disable_adapters:
