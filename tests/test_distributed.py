@@ -5,7 +5,6 @@ the job with a clear error instead of a hang."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,52 +17,19 @@ import torch.multiprocessing as mp
 from pipeline.config import load_run_config
 from pipeline.grpo import distributed, trainer
 from pipeline.grpo.run_log import read_metrics
-from pipeline.models import load_policy
+from tests.dist_runs import (ROOT, assert_killed_rank_ends_the_job, assert_rows_close, completions, env,
+                              flat_weights, free_port, torchrun)
 
-ROOT = Path(__file__).resolve().parents[1]
 # 4 questions x G=4 and micro-batches of 4 rows: each rank's micro-batches hold the same rows as the
 # single process's, so even per-micro-batch statistics (kl, clip fractions) must agree.
 SMALL = ["train.questions_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=12",
          "train.micro_batch_size=4", "train.lr=1e-3", "train.save_every=1", "train.keep_checkpoints=3",
          "train.log_samples=16", "reward.workers=1", "reward.weights={tests.helpers:digit_fraction: 1.0, format: 0.1}"]
-NOT_COMPARED = ("time/", "tokens_per_s")
 
 
 def _args(setup, name, *extra):
     overrides, _ = setup
     return [*overrides, *SMALL, f"name={name}", *extra]
-
-
-def _env(**extra):
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **extra}
-
-
-def _torchrun(args, nproc=2, timeout=400):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "pipeline", "train", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-def _flat(path):
-    model, _ = load_policy(str(path))
-    return torch.cat([p.flatten() for p in model.state_dict().values()])
-
-
-def _assert_rows_close(got, want):
-    keys = [k for k in want if not k.startswith(NOT_COMPARED)]
-    assert set(keys) <= set(got)
-    for k in keys:
-        if isinstance(want[k], float):
-            assert got[k] == pytest.approx(want[k], rel=1e-4, abs=1e-6), k
-        else:
-            assert got[k] == want[k], k
-
-
-def _completions(run_dir, step):
-    import json
-    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
-    return [(r["problem_id"], r["completion"]) for r in rows if r["step"] == step]
 
 
 def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
@@ -73,56 +39,28 @@ def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
                                                     "rollout.seed_block=2")))
     assert all(r["grad_norm"] > 0 for r in read_metrics(one))  # every step really trained
 
-    _torchrun(_args(tiny_setup, "dp-two", "train.steps=2", "rollout.seed_block=2"))
+    torchrun(_args(tiny_setup, "dp-two", "train.steps=2", "rollout.seed_block=2"))
     two = one.parent / "dp-two"
     rows_one, rows_two = read_metrics(one), read_metrics(two)
     assert [r["step"] for r in rows_two] == [1, 2]  # rank 0 alone writes: no duplicated lines
     for step in (1, 2):
-        _assert_rows_close(rows_two[step - 1], rows_one[step - 1])
-        assert _completions(two, step) == _completions(one, step)  # same 16 samples, same order
-    before = _flat(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_two, after_one = _flat(two / "final"), _flat(one / "checkpoints" / "step_2")
+        assert_rows_close(rows_two[step - 1], rows_one[step - 1])
+        assert completions(two, step) == completions(one, step)  # same 16 samples, same order
+    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
+    after_two, after_one = flat_weights(two / "final"), flat_weights(one / "checkpoints" / "step_2")
     assert not torch.allclose(before, after_one)
     torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
 
     # step_2 of the 2-rank run continues in one process exactly like the 1-process run's step 3
     resumed = trainer.train(load_run_config(None, _args(tiny_setup, "dp-two", "train.steps=3",
                                                         "rollout.seed_block=2")))
-    _assert_rows_close(read_metrics(resumed)[2], rows_one[2])
-    torch.testing.assert_close(_flat(resumed / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    assert_rows_close(read_metrics(resumed)[2], rows_one[2])
+    torch.testing.assert_close(flat_weights(resumed / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
 
 
 def test_killed_rank_ends_the_job_with_a_message(tiny_setup):
-    """Bare ranks (no torchrun agent to clean up): rank 1 is SIGKILLed after step 1; rank 0 must
-    stop by itself with exit code 1 and say what happened, well before the collective timeout."""
     args = _args(tiny_setup, "dp-kill", "train.steps=3", "train.dist_timeout_s=300")
-    port = str(_free_port())
-    procs = []
-    for rank in (0, 1):
-        env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank),
-                   **({trainer.CRASH_ENV: "1"} if rank == 1 else {}))
-        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        out1, _ = procs[1].communicate(timeout=280)
-        killed_at = time.monotonic()
-        out0, _ = procs[0].communicate(timeout=120)
-        waited = time.monotonic() - killed_at
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert procs[1].returncode == -9, out1[-2000:]
-    assert procs[0].returncode == 1, out0[-3000:]
-    assert "Another rank probably died" in out0 and "train.resume=auto" in out0
-    assert waited < 120  # far below train.dist_timeout_s=300: a dead peer is noticed, not waited out
-    assert [r["step"] for r in read_metrics(Path(tiny_setup[1]) / "runs" / "dp-kill")] == [1]
+    assert_killed_rank_ends_the_job(args, Path(tiny_setup[1]) / "runs" / "dp-kill", trainer.CRASH_ENV)
 
 
 def test_shard_splits_evenly_and_rejects_remainders(monkeypatch):
@@ -175,7 +113,7 @@ def _grad_worker(rank, port, out):
 
 def test_gradient_all_reduce_sums_over_ranks():
     out = mp.Manager().dict()
-    mp.spawn(_grad_worker, args=(_free_port(), out), nprocs=2, join=True)
+    mp.spawn(_grad_worker, args=(free_port(), out), nprocs=2, join=True)
     for rank in (0, 1):
         results, total, gathered = out[rank]
         for grads in results:
@@ -192,10 +130,10 @@ def test_hung_rank_times_out_with_a_message(tiny_setup):
     import signal
 
     args = _args(tiny_setup, "dp-hang", "train.steps=3", "train.dist_timeout_s=20")
-    port = str(_free_port())
+    port = str(free_port())
     procs = [subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True,
-                              env=_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(r),
+                              env=env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(r),
                                        LOCAL_RANK=str(r))) for r in (0, 1)]
     metrics = Path(tiny_setup[1]) / "runs" / "dp-hang" / "metrics.jsonl"
     try:
@@ -225,11 +163,11 @@ def test_two_ranks_match_one_process_variants(tiny_setup, extra):
     name = "dp-var-" + "-".join(e.split("=")[1] for e in extra)
     one = trainer.train(load_run_config(None, _args(tiny_setup, name + "-one", "train.steps=2",
                                                     "rollout.seed_block=2", *extra)))
-    _torchrun(_args(tiny_setup, name + "-two", "train.steps=2", "rollout.seed_block=2", *extra))
+    torchrun(_args(tiny_setup, name + "-two", "train.steps=2", "rollout.seed_block=2", *extra))
     two = one.parent / (name + "-two")
     for got, want in zip(read_metrics(two), read_metrics(one), strict=True):
-        _assert_rows_close(got, want)
-    torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+        assert_rows_close(got, want)
+    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -240,10 +178,10 @@ def test_two_ranks_match_one_process_with_lora(tiny_setup):
     lora = ["train.steps=2", "rollout.seed_block=2", "model.lora=true", "model.lora_r=4",
             "model.lora_target_modules=q_proj,v_proj"]
     one = trainer.train(load_run_config(None, _args(tiny_setup, "dp-lora-one", *lora)))
-    _torchrun(_args(tiny_setup, "dp-lora-two", *lora))
+    torchrun(_args(tiny_setup, "dp-lora-two", *lora))
     two = one.parent / "dp-lora-two"
     for got, want in zip(read_metrics(two), read_metrics(one), strict=True):
-        _assert_rows_close(got, want)
+        assert_rows_close(got, want)
     a, b = (load_file(d / "final" / "adapter_model.safetensors") for d in (one, two))
     assert a.keys() == b.keys() and any(float(v.abs().sum()) > 0 for k, v in a.items() if "lora_B" in k)
     for k in a:
@@ -259,8 +197,8 @@ def test_two_ranks_match_one_process_with_dynamic_sampling(tiny_setup):
     rows_one = read_metrics(one)
     # precondition (deterministic): groups were dropped and refilled, and the rounds did not run out
     assert all(r["zero_std_frac"] > 0 and r["groups"] == 4 for r in rows_one)
-    _torchrun(_args(tiny_setup, "dp-dyn-two", *dyn))
+    torchrun(_args(tiny_setup, "dp-dyn-two", *dyn))
     two = one.parent / "dp-dyn-two"
     for got, want in zip(read_metrics(two), rows_one, strict=True):
-        _assert_rows_close(got, want)
-    torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+        assert_rows_close(got, want)
+    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)

@@ -6,8 +6,6 @@ the sharded path cannot run are refused by name."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,7 +13,8 @@ import torch
 from pipeline.config import load_run_config
 from pipeline.grpo import distributed, fsdp, trainer
 from pipeline.grpo.run_log import read_metrics
-from tests.test_distributed import ROOT, _args, _assert_rows_close, _completions, _env, _flat
+from tests.dist_runs import assert_rows_close, completions, flat_weights, free_port, torchrun
+from tests.test_distributed import _args
 
 # The reference model (train.beta defaults to 0.04) is a full copy here, so it is sharded too.
 SEEDED = "rollout.seed_block=2"
@@ -23,12 +22,9 @@ SEEDED = "rollout.seed_block=2"
 
 def _torchrun(args, nproc=2, timeout=400) -> str:
     """Launch `mathrl train` under torchrun; its output, after checking the sharding really happened."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "pipeline", "train", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"sharded over {nproc} ranks" in proc.stdout, proc.stdout[-3000:]
-    return proc.stdout
+    out = torchrun(args, nproc, timeout)
+    assert f"sharded over {nproc} ranks" in out, out[-3000:]
+    return out
 
 
 def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
@@ -42,12 +38,12 @@ def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
     rows_two = read_metrics(two)
     assert [r["step"] for r in rows_two] == [1, 2]
     for step in (1, 2):
-        _assert_rows_close(rows_two[step - 1], rows_one[step - 1])  # incl. grad_norm: global over shards
-        assert _completions(two, step) == _completions(one, step)
+        assert_rows_close(rows_two[step - 1], rows_one[step - 1])  # incl. grad_norm: global over shards
+        assert completions(two, step) == completions(one, step)
     # final/ is a plain HF model dir with full (gathered) weights equal to the unsharded run's
     assert json.loads((two / "final" / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
-    before = _flat(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_two, after_one = _flat(two / "final"), _flat(one / "checkpoints" / "step_2")
+    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
+    after_two, after_one = flat_weights(two / "final"), flat_weights(one / "checkpoints" / "step_2")
     assert not torch.allclose(before, after_one)
     torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
     # the checkpoint's optimizer state is full and in the plain layout (integer ids, whole tensors)
@@ -60,8 +56,8 @@ def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
     # one process resumes the sharded run's step_2 (train.fsdp=true is a no-op there) like step 3 of `one`
     resumed = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-two", "train.steps=3", SEEDED,
                                                         "train.fsdp=true")))
-    _assert_rows_close(read_metrics(resumed)[2], rows_one[2])
-    torch.testing.assert_close(_flat(resumed / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_rows_close(read_metrics(resumed)[2], rows_one[2])
+    torch.testing.assert_close(flat_weights(resumed / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -80,13 +76,13 @@ def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tin
     two = one.parent / "fsdp-mu-two"
     rows_one, rows_two = read_metrics(one), read_metrics(two)
     for step in (2, 3):
-        _assert_rows_close(rows_two[step - 1], rows_one[step - 1])
-        assert _completions(two, step) == _completions(one, step)
+        assert_rows_close(rows_two[step - 1], rows_one[step - 1])
+        assert completions(two, step) == completions(one, step)
     assert "eval/accuracy" in rows_two[2]  # the periodic eval ran on both ranks in lock-step (rank 0 logs)
     assert (two / "eval" / "step_3").is_dir()
-    torch.testing.assert_close(_flat(two / "final"), _flat(one / "final"), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
     ref_dir = two / "checkpoints" / "step_3" / "reference"
-    torch.testing.assert_close(_flat(ref_dir), _flat(one / "checkpoints" / "step_3" / "reference"),
+    torch.testing.assert_close(flat_weights(ref_dir), flat_weights(one / "checkpoints" / "step_3" / "reference"),
                                rtol=1e-4, atol=1e-5)
 
 
@@ -104,8 +100,8 @@ def test_fsdp_with_lora_matches_one_process(tiny_setup):
     _torchrun(_args(tiny_setup, "fsdp-lora-two", "train.steps=2", "train.fsdp=true", *extra))
     two = one.parent / "fsdp-lora-two"
     for step in (1, 2):
-        _assert_rows_close(read_metrics(two)[step - 1], read_metrics(one)[step - 1])
-        assert _completions(two, step) == _completions(one, step)
+        assert_rows_close(read_metrics(two)[step - 1], read_metrics(one)[step - 1])
+        assert completions(two, step) == completions(one, step)
 
     def adapter(path):
         base, _ = load_policy(load_run_config(None, tiny_setup[0]).model.name_or_path)
@@ -116,7 +112,7 @@ def test_fsdp_with_lora_matches_one_process(tiny_setup):
     assert want.abs().sum() > 0
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     resumed = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-lora-two", "train.steps=3", *extra)))
-    _assert_rows_close(read_metrics(resumed)[2], read_metrics(one)[2])
+    assert_rows_close(read_metrics(resumed)[2], read_metrics(one)[2])
     torch.testing.assert_close(adapter(resumed / "final"), adapter(one / "final"), rtol=1e-4, atol=1e-5)
 
 
@@ -159,11 +155,9 @@ def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
 def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
     import torch.multiprocessing as mp
 
-    from tests.test_distributed import _free_port
-
     model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
     out = mp.Manager().dict()
-    mp.start_processes(_two_rank_worker, args=(_free_port(), model_dir, out), nprocs=2, start_method="spawn",
+    mp.start_processes(_two_rank_worker, args=(free_port(), model_dir, out), nprocs=2, start_method="spawn",
                        join=True)
     for rank in (0, 1):
         r = out[rank]
@@ -233,11 +227,9 @@ def test_lora_merged_from_gathered_weights_equals_peft_merge(tiny_setup):
     merge_and_unload of the unsharded model, and so does the plain path on the unsharded model."""
     import torch.multiprocessing as mp
 
-    from tests.test_distributed import _free_port
-
     model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
     out = mp.Manager().dict()
-    mp.start_processes(_lora_merge_worker, args=(_free_port(), model_dir, out), nprocs=2, start_method="spawn",
+    mp.start_processes(_lora_merge_worker, args=(free_port(), model_dir, out), nprocs=2, start_method="spawn",
                        join=True)
     for rank in (0, 1):
         r = out[rank]

@@ -5,12 +5,7 @@ same rollout.seed_block; a dead rank still ends the job with the PeerLost messag
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,11 +15,12 @@ import torch.multiprocessing as mp
 from pipeline.config import load_run_config
 from pipeline.grpo import distributed, trainer
 from pipeline.grpo.run_log import read_metrics
-from pipeline.models import load_policy
+from tests import dist_runs
+from tests.dist_runs import (assert_killed_rank_ends_the_job, assert_rows_close, completions, flat_weights,
+                              free_port, torchrun)
 
 pytestmark = pytest.mark.vllm
 
-ROOT = Path(__file__).resolve().parents[1]
 # 4 questions x G=4, micro-batches of 4 rows, seeded blocks of 2 questions: each rank's engine call
 # and micro-batches hold the same rows as the single process's. tis_cap > 0 logs the engine/trainer
 # log-prob gap (tis/*), which shows whether every rank's engine got the new weights.
@@ -33,7 +29,7 @@ SMALL = ["train.questions_per_step=4", "rollout.group_size=4", "rollout.max_new_
          "reward.workers=1", "reward.weights={tests.helpers:digit_fraction: 1.0, format: 0.1}",
          "rollout.engine=vllm", "rollout.vllm_max_model_len=512", "rollout.tis_cap=2.0", "rollout.seed_block=2"]
 # tis/* is float noise (~1e-7) that differs between runs; it is bounded separately below.
-NOT_COMPARED = ("time/", "tokens_per_s", "tis/")
+NOT_COMPARED = (*dist_runs.NOT_COMPARED, "tis/")
 
 
 def _args(setup, name, *extra):
@@ -41,54 +37,30 @@ def _args(setup, name, *extra):
     return [*overrides, *SMALL, f"name={name}", *extra]
 
 
-def _env(**extra):
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **extra}
-
-
-def _completions(run_dir: Path, step: int):
-    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
-    return [(r["problem_id"], r["sample"], r["completion"]) for r in rows if r["step"] == step]
-
-
-def _flat(path) -> torch.Tensor:
-    model, _ = load_policy(str(path))
-    return torch.cat([p.flatten() for p in model.state_dict().values()])
+def assert_same_run(two: Path, one: Path) -> None:
+    """Same completions and metrics (float tolerance) at every step, and every engine in sync with
+    the policy (tis/max_abs_delta is rank-averaged; an engine that missed a sync, or got a wrong
+    LoRA merge, adds ~1e-2 or more)."""
+    rows_one, rows_two = read_metrics(one), read_metrics(two)
+    assert [r["step"] for r in rows_two] == [r["step"] for r in rows_one] == [1, 2]
+    for step, (got, want) in enumerate(zip(rows_two, rows_one, strict=True), start=1):
+        assert len(completions(two, step)) == 16
+        assert completions(two, step) == completions(one, step)  # same samples, same order
+        assert_rows_close(got, want, skip=NOT_COMPARED)
+        for row in (got, want):
+            assert row["tis/max_abs_delta"] < 1e-3, (step, row["tis/max_abs_delta"])
+            assert row["grad_norm"] > 0
 
 
 def test_two_vllm_ranks_match_one_process(tiny_setup):
     one = trainer.train(load_run_config(None, _args(tiny_setup, "vdp-one", "train.steps=2")))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "pipeline", "train", *_args(tiny_setup, "vdp-two", "train.steps=2")]
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # incl. the final barrier
+    torchrun(_args(tiny_setup, "vdp-two", "train.steps=2"))
     two = one.parent / "vdp-two"
-
-    rows_one, rows_two = read_metrics(one), read_metrics(two)
-    assert [r["step"] for r in rows_two] == [1, 2]
-    for step, (got, want) in enumerate(zip(rows_two, rows_one, strict=True), start=1):
-        assert len(_completions(two, step)) == 16
-        assert _completions(two, step) == _completions(one, step)  # same samples, same order
-        for k in want:
-            if k.startswith(NOT_COMPARED):
-                continue
-            if isinstance(want[k], float):
-                assert got[k] == pytest.approx(want[k], rel=1e-4, abs=1e-6), (step, k)
-            else:
-                assert got[k] == want[k], (step, k)
-        # rank-averaged max gap; a rank whose engine missed the sync would add ~1e-2 or more
-        for row in (got, want):
-            assert row["tis/max_abs_delta"] < 1e-3, (step, row["tis/max_abs_delta"])
-            assert row["grad_norm"] > 0
-    before = _flat(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_one, after_two = _flat(one / "final"), _flat(two / "final")
+    assert_same_run(two, one)
+    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
+    after_one, after_two = flat_weights(one / "final"), flat_weights(two / "final")
     assert not torch.allclose(before, after_one)
     torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _engine_worker(rank, port, model_path, out):
@@ -122,7 +94,7 @@ def test_engine_joins_the_trainer_group_and_close_keeps_it(tiny_setup):
     own (no collective inside generate), and close() leaves the trainer's process group usable."""
     out = mp.Manager().dict()
     model_path = load_run_config(None, tiny_setup[0]).model.name_or_path
-    mp.spawn(_engine_worker, args=(_free_port(), model_path, out), nprocs=2, join=True)
+    mp.spawn(_engine_worker, args=(free_port(), model_path, out), nprocs=2, join=True)
     for rank in (0, 1):
         external, sizes, _, _, alive, total = out[rank]
         assert external and sizes == (2, 1)
@@ -132,27 +104,7 @@ def test_engine_joins_the_trainer_group_and_close_keeps_it(tiny_setup):
 
 
 def test_killed_vllm_rank_ends_the_job_with_a_message(tiny_setup):
-    """Bare ranks (no torchrun agent): rank 1 is SIGKILLed after step 1; rank 0, with its vLLM
-    engine still up, must stop by itself with exit code 1 and the PeerLost message."""
+    """Rank 1 is SIGKILLed after step 1; rank 0, with its vLLM engine still up, must stop by
+    itself with exit code 1 and the PeerLost message."""
     args = _args(tiny_setup, "vdp-kill", "train.steps=3", "train.dist_timeout_s=300")
-    port = str(_free_port())
-    procs = []
-    for rank in (0, 1):
-        env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank),
-                   **({trainer.CRASH_ENV: "1"} if rank == 1 else {}))
-        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        out1, _ = procs[1].communicate(timeout=280)
-        killed_at = time.monotonic()
-        out0, _ = procs[0].communicate(timeout=120)
-        waited = time.monotonic() - killed_at
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert procs[1].returncode == -9, out1[-2000:]
-    assert procs[0].returncode == 1, out0[-3000:]
-    assert "Another rank probably died" in out0 and "train.resume=auto" in out0
-    assert waited < 120  # far below train.dist_timeout_s=300
-    assert [r["step"] for r in read_metrics(Path(tiny_setup[1]) / "runs" / "vdp-kill")] == [1]
+    assert_killed_rank_ends_the_job(args, Path(tiny_setup[1]) / "runs" / "vdp-kill", trainer.CRASH_ENV)

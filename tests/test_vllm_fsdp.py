@@ -11,55 +11,30 @@ generate is no collective).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
 from pipeline.grpo.run_log import read_metrics
-from tests.test_vllm_distributed import NOT_COMPARED, ROOT, _args, _completions, _env, _flat
+from tests.dist_runs import flat_weights, torchrun
+from tests.test_vllm_distributed import _args, assert_same_run
 
 pytestmark = pytest.mark.vllm
 
 
 def _fsdp_torchrun(args) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "pipeline", "train", *args, "train.fsdp=true"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "sharded over 2 ranks" in proc.stdout, proc.stdout[-3000:]  # FSDP really ran
-
-
-def _assert_same_run(two, one) -> None:
-    """Same completions and metrics (float tolerance) at every step, engines in sync with the policy."""
-    rows_one, rows_two = read_metrics(one), read_metrics(two)
-    assert [r["step"] for r in rows_two] == [r["step"] for r in rows_one] == [1, 2]
-    for step, (got, want) in enumerate(zip(rows_two, rows_one, strict=True), start=1):
-        assert len(_completions(two, step)) == 16
-        assert _completions(two, step) == _completions(one, step)  # same samples, same order
-        for k in want:
-            if k.startswith(NOT_COMPARED):
-                continue
-            if isinstance(want[k], float):
-                assert got[k] == pytest.approx(want[k], rel=1e-4, abs=1e-6), (step, k)
-            else:
-                assert got[k] == want[k], (step, k)
-        # rank-averaged max gap; an engine that missed a sync (or got wrong LoRA merges) adds ~1e-2+
-        for row in (got, want):
-            assert row["tis/max_abs_delta"] < 1e-3, (step, row["tis/max_abs_delta"])
-            assert row["grad_norm"] > 0
+    out = torchrun([*args, "train.fsdp=true"])
+    assert "sharded over 2 ranks" in out, out[-3000:]  # FSDP really ran
 
 
 def test_fsdp_vllm_ranks_match_one_process(tiny_setup):
     one = trainer.train(load_run_config(None, _args(tiny_setup, "vfsdp-one", "train.steps=2")))
     _fsdp_torchrun(_args(tiny_setup, "vfsdp-two", "train.steps=2"))
     two = one.parent / "vfsdp-two"
-    _assert_same_run(two, one)
-    before = _flat(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_one, after_two = _flat(one / "final"), _flat(two / "final")
+    assert_same_run(two, one)
+    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
+    after_one, after_two = flat_weights(one / "final"), flat_weights(two / "final")
     assert not torch.allclose(before, after_one)
     torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
 
@@ -76,7 +51,7 @@ def test_fsdp_vllm_lora_with_dynamic_sampling_matches_one_process(tiny_setup):
     assert all(r["zero_std_frac"] > 0 and r["groups"] == 4 for r in read_metrics(one))
     _fsdp_torchrun(_args(tiny_setup, "vfsdp-lora-two", *extra))
     two = one.parent / "vfsdp-lora-two"
-    _assert_same_run(two, one)
+    assert_same_run(two, one)
 
     def adapter(path):
         base, _ = load_policy(load_run_config(None, tiny_setup[0]).model.name_or_path)

@@ -14,7 +14,6 @@ import copy
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,22 +30,16 @@ from pipeline.models import load_policy
 from pipeline.rollout.base import SamplingParams
 from pipeline.rollout.hf_engine import HFEngine
 from pipeline.rollout.vllm_client import ServerError, VLLMServerEngine
+from tests.dist_runs import ROOT, completions, env, free_port, torchrun
 
 pytestmark = pytest.mark.vllm
 
-ROOT = Path(__file__).resolve().parents[1]
 FAST = ["train.questions_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=12",
         "train.micro_batch_size=6", "train.lr=1e-3", "train.save_every=0", "reward.workers=1",
         "reward.weights={tests.helpers:digit_fraction: 1.0, format: 0.1}", "rollout.engine=vllm_server",
         "rollout.vllm_max_model_len=512", "rollout.tis_cap=2.0", "rollout.server_timeout_s=60"]
 PROMPTS = ["user\nWhat is 3 plus 4?\nassistant\n", "Question: Tom has 12 apples and eats 5."]
 GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _health(url: str, timeout: float = 5) -> dict:
@@ -57,7 +50,7 @@ def _health(url: str, timeout: float = 5) -> dict:
 @pytest.fixture(scope="module")
 def server(tiny_setup, tmp_path_factory):
     overrides, _ = tiny_setup
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("serve") / "server.log"
     args = [*overrides, *FAST, f"rollout.server_port={port}"]
     with open(log, "w") as out:
@@ -151,9 +144,8 @@ def test_grpo_steps_through_the_server(server, lora):
 
 def test_trainer_killed_mid_broadcast_leaves_server_serving(server):
     cfg = _cfg(server)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MATHRL_CRASH_IN_BROADCAST": "0"}
     proc = subprocess.run([sys.executable, "-m", "pipeline", "train", *server["args"], "name=crash"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=240)
+                          env=env(MATHRL_CRASH_IN_BROADCAST="0"), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 17, proc.stdout[-2000:] + proc.stderr[-2000:]  # died inside the broadcast
     deadline = time.monotonic() + 30
     while "dropped the weight group: weight update failed" not in server["log"].read_text():
@@ -174,22 +166,13 @@ def test_two_torchrun_ranks_share_one_server(server):
     extra = ["train.questions_per_step=4", "rollout.seed_block=2", "train.steps=2", "train.log_samples=16"]
     one = trainer.train(_cfg(server, *extra, "name=serve-one"))
     before = _health(server["url"])["updates"]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "pipeline",
-           "train", *server["args"], *extra, "name=serve-two"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    torchrun([*server["args"], *extra, "name=serve-two"])
     assert _health(server["url"])["updates"] - before == 3  # rank 0 alone synced: initial + 2 steps
     two = one.parent / "serve-two"
     for a, b in zip(read_metrics(one), read_metrics(two)):
         assert b["tis/max_abs_delta"] < 1e-3
         assert b["reward/mean"] == pytest.approx(a["reward/mean"], rel=1e-4)
-    assert _completions(two) == _completions(one)
-
-
-def _completions(run_dir):
-    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
-    return [(r["step"], r["problem_id"], r["completion"]) for r in rows]
+    assert completions(two) == completions(one)
 
 
 def test_sigterm_stops_the_server(server):
@@ -201,7 +184,7 @@ def test_sigterm_stops_the_server(server):
 def test_trainer_stops_when_the_server_dies(tiny_setup, tmp_path):
     """The server is SIGKILLed after the trainer's first step: the trainer exits 1 with the message."""
     overrides, _ = tiny_setup
-    port = _free_port()
+    port = free_port()
     args = [*overrides, *FAST, f"rollout.server_port={port}"]
     serve = subprocess.Popen([sys.executable, "-m", "pipeline", "vllm-serve", *args], cwd=ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
