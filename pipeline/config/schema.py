@@ -228,6 +228,8 @@ class TrainConfig:
     """Warn when more than this fraction of groups has zero reward variance."""
     dist_timeout_s: float = 1800.0
     """torchrun: seconds a rank waits for its peers in a collective before the job stops with an error."""
+    master_dtype: Literal["float32", "model"] = "float32"
+    """Parameters, gradients and AdamW state in float32 with forwards in model.dtype under autocast, or all in model.dtype (`model`: small updates round away in bfloat16)."""
     fsdp: bool = False
     """torchrun: shard parameters, gradients and optimizer state across ranks with FSDP2 (fully_shard) instead of replicating them."""
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from pipeline.config import RunConfig
+from pipeline.grpo import precision
 from pipeline.models import apply_lora, load_policy, resolve_device
 
 
@@ -30,7 +31,7 @@ def build_policy(cfg: RunConfig, resume_from: Path | None):
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ValueError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                          "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
-    if cfg.model.lora:
+    if cfg.model.lora:  # the frozen base in model.dtype; peft keeps the adapter in float32
         model, tok = load_policy(cfg.model.name_or_path, cfg.model.dtype, device)
         if resume_from is not None:
             from peft import PeftModel
@@ -38,15 +39,16 @@ def build_policy(cfg: RunConfig, resume_from: Path | None):
         else:
             model = apply_lora(model, cfg.model)
         ref = model if needs_reference(cfg) else None
-    else:
-        model, tok = load_policy(str(resume_from or cfg.model.name_or_path), cfg.model.dtype, device)
+    else:  # full fine-tuning: policy and reference in the master dtype (precision.py)
+        dtype = precision.master_dtype(cfg)
+        model, tok = load_policy(str(resume_from or cfg.model.name_or_path), dtype, device)
         ref = None
         if needs_reference(cfg):
             saved_ref = resume_from / "reference" if resume_from is not None else None
             if saved_ref is not None and saved_ref.is_dir():
-                ref, _ = load_policy(str(saved_ref), cfg.model.dtype, device)
+                ref, _ = load_policy(str(saved_ref), dtype, device)
             elif resume_from is not None:
-                ref, _ = load_policy(cfg.model.name_or_path, cfg.model.dtype, device)
+                ref, _ = load_policy(cfg.model.name_or_path, dtype, device)
             else:
                 ref = copy.deepcopy(model)
             ref.requires_grad_(False).eval()

@@ -14,6 +14,7 @@ Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
 3. The KL term may be moved into the reward (`train.kl_in=reward`, detached k1 summed per
    completion), which seed 002 argues is right when mu > 1; outcome supervision only.
 4. Optional DAPO-style dynamic sampling drops groups whose rewards are all equal.
+5. Mixed precision: float32 master weights with bfloat16 forwards under autocast (precision.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dataclasses
 import os
 import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +34,7 @@ import rewards
 
 from pipeline.config import RunConfig, save_config
 from pipeline.data_prep import load_problems
-from pipeline.grpo import distributed, fsdp
+from pipeline.grpo import distributed, fsdp, precision
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
                                       set_rng_state)
@@ -43,8 +45,10 @@ from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
 from pipeline.grpo.scoring import add_step_rewards, score_episodes
+from pipeline.models import resolve_device
 from pipeline.prompts import build_prompt
 from pipeline.rollout.base import SamplingParams
+from pipeline.rollout.hf_engine import HFEngine
 
 CRASH_ENV = "MATHRL_CRASH_AFTER_STEP"  # fault injection for the resume test: SIGKILL after step N
 
@@ -224,7 +228,7 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0) 
                for p in problems]
     params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
                             cfg.rollout.top_k)
-    with _timed(timer, "rollout"):
+    with _timed(timer, "rollout"), _autocast(cfg, engine):
         block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else 0)
         if block:  # seeded calls of `block` questions: samples do not depend on the rank holding them
             samples = [s for i in range(0, len(prompts), block) for s in engine.generate(
@@ -256,7 +260,8 @@ def optimise(cfg, policy, ref, opt, sched, batch: Batch, step: int, run_dir: Pat
             for start in range(0, n, cfg.train.micro_batch_size):
                 rows = slice(start, min(n, start + cfg.train.micro_batch_size))
                 m = rows.stop - rows.start
-                logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
+                with _autocast(cfg):
+                    logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
                 old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
                 loss, stats = policy_loss(
                     logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
@@ -310,8 +315,9 @@ def periodic_eval(cfg, policy, tok, engine, out_dir: Path | None) -> dict[str, f
     """Greedy accuracy on the task's test split with the live policy (same code as `mathrl eval`)."""
     from evals.run import evaluate_with_config
 
-    summary = evaluate_with_config(policy, tok, cfg, dataset=cfg.train.task, limit=cfg.train.eval_limit,
-                                   engine=engine, output_dir=out_dir)
+    with _autocast(cfg, engine):
+        summary = evaluate_with_config(policy, tok, cfg, dataset=cfg.train.task, limit=cfg.train.eval_limit,
+                                       engine=engine, output_dir=out_dir)
     policy.train()
     if distributed.is_main():
         tqdm.write(f"eval: accuracy {summary['accuracy']:.3f} on {summary['n_problems']} {cfg.train.task} problems")
@@ -320,8 +326,16 @@ def periodic_eval(cfg, policy, tok, engine, out_dir: Path | None) -> dict[str, f
 
 def _all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
     n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
-    return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature).float()
-                      for s in range(0, n, mb)])
+    with _autocast(cfg):
+        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature).float()
+                          for s in range(0, n, mb)])
+
+
+def _autocast(cfg, engine=None):
+    """Mixed precision for the trainer's own forwards (precision.py); vLLM engines run their own model."""
+    if engine is not None and not isinstance(engine, HFEngine):
+        return nullcontext()
+    return precision.autocast(cfg, resolve_device(cfg.device))
 
 
 def _loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:
