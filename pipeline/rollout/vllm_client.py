@@ -134,7 +134,8 @@ class VLLMServerEngine:
     @torch.no_grad()
     def _push(self, model, state: dict | None = None) -> None:
         start = time.perf_counter()
-        named = [(n, t.detach()) for n, t in hf_weights(model, state)]
+        dtype = getattr(torch, self.health.get("dtype", "float32"))  # float32 master weights go in the server's dtype
+        named = [(n, t.detach().to(dtype)) for n, t in hf_weights(model, state)]
         if self.group is None:
             self._join(named[0][1].device)
         update = next(self._updates)

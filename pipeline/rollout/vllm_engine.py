@@ -67,6 +67,7 @@ class VLLMEngine:
         from vllm.platforms import current_platform
 
         self.on_gpu = not current_platform.is_cpu()
+        self.dtype = getattr(torch, dtype)
         self.external = torch.distributed.is_available() and torch.distributed.is_initialized()
         if self.external:  # quirk 5: join the trainer's world, one tensor-parallel-1 engine per rank
             rank = torch.distributed.get_rank()
@@ -143,7 +144,8 @@ class VLLMEngine:
         from pipeline.grpo import fsdp
 
         # FSDP-sharded model: every rank gathers the full weights (a collective) for its own engine
-        weights = list(hf_weights(model, fsdp.full_model_state(model, everywhere=True)))
+        # float32 master weights (mixed precision) are cast to the engine's dtype
+        weights = [(n, t.to(self.dtype)) for n, t in hf_weights(model, fsdp.full_model_state(model, everywhere=True))]
         if self.on_gpu:
             self.llm.collective_rpc(_load_weights_gpu, args=(weights,))
         else:
