@@ -52,7 +52,7 @@ class Tok:
 
 def _engine(sleep_mode: bool) -> VLLMEngine:
     engine = object.__new__(VLLMEngine)  # skip starting a real engine
-    engine.llm, engine.tokenizer, engine.on_gpu = RecordingLLM(), Tok(), True
+    engine.llm, engine.tokenizer, engine.on_gpu, engine.dtype = RecordingLLM(), Tok(), True, torch.bfloat16
     engine.sleep_mode, engine._sleeping, engine.last_sync_s = sleep_mode, set(), 0.0
     engine._eos_ids = lambda: [2]
     return engine
