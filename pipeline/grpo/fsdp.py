@@ -18,7 +18,8 @@ sharded, groups local, losses scaled with GLOBAL counts); what changes:
    forwards: same micro-batch count (equal shares), same number of ``generate`` calls and chunks
    (the HF engine runs with ``synced_gpus=True``, so ranks whose sequences ended keep stepping
    until every rank is done, and holds the gathered weights for a whole call, ``gathered``), and
-   the periodic eval runs on every rank. Paths where ranks would diverge are refused (``problem``).
+   the periodic eval runs on every rank. Dynamic sampling's refill rounds give ranks shares that
+   differ by one question: the trainer pads the smaller shares with thrown-away prompts.
 4. Checkpoints and ``final/`` hold FULL weights (``get_model_state_dict(full_state_dict=True,
    cpu_offload=True)``, gathered by every rank, written by rank 0) and the full optimizer state
    in the plain ``optimizer.state_dict()`` layout (integer parameter ids), so a checkpoint
@@ -27,7 +28,7 @@ sharded, groups local, losses scaled with GLOBAL counts); what changes:
    every rank for the colocated engines, on rank 0 for the server; LoRA is merged from the
    gathered tensors (``hf_weights(model, state)`` in ``pipeline/rollout/vllm_engine.py``).
 
-With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``problem`` prints so.
+With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``shard`` prints so.
 Not built: meta-device initialisation (every rank loads the full model, and builds the full
 reference copy, before sharding), CPU offload, a mixed-precision policy (the model's dtype is used).
 """
@@ -47,30 +48,12 @@ def enabled(cfg) -> bool:
     return bool(cfg.train.fsdp) and distributed.world_size() > 1
 
 
-def problem(cfg) -> str | None:
-    """Why ``train.fsdp=true`` cannot run with this config (None if it can): combinations where
-    ranks would run different numbers of sharded forwards. (Weight consumers never read shards:
-    the vLLM engines' syncs gather the full weights, ``full_model_state``, and merge LoRA from
-    them.) Call after the process group is initialised."""
-    if not cfg.train.fsdp:
-        return None
-    if distributed.world_size() == 1:
-        print("train.fsdp=true with one process: nothing to shard, training unsharded")
-        return None
-    t = cfg.train
-    bad = []
-    if t.dynamic_sampling and cfg.rollout.engine == "hf":
-        bad.append("train.dynamic_sampling=true with rollout.engine=hf (refill rounds give ranks shares that "
-                   "differ by one question, hence different numbers of generate calls, and the HF engine "
-                   "generates with the sharded policy, whose every forward is a collective: the ranks would "
-                   "hang; use rollout.engine=vllm or vllm_server, whose generate is no collective)")
-    return "train.fsdp=true does not support: " + "; ".join(bad) if bad else None
-
-
 def shard(cfg, policy, ref):
     """(policy, ref) wrapped with FSDP2 when ``enabled(cfg)``; unchanged otherwise. A full
     fine-tuning reference is sharded too; under LoRA the reference IS the policy."""
     if not enabled(cfg):
+        if cfg.train.fsdp:
+            print("train.fsdp=true with one process: nothing to shard, training unsharded")
         return policy, ref
     policy = wrap(policy)
     if ref is not None and ref is not policy:

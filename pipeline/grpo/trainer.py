@@ -199,8 +199,12 @@ def collect_groups(cfg, engine, tok, sampler, timer) -> tuple[list[Episode], flo
     flat_groups: list[list[Episode]] = []
     for _ in range(rounds):
         first = sampler.drawn  # every rank draws the global list and keeps its own shard
-        mine, offset = distributed.shard(sampler.take(want - len(kept)), even=not spread)
-        groups = rollout(cfg, engine, tok, mine, timer, first + offset)
+        drawn = sampler.take(want - len(kept))
+        mine, offset = distributed.shard(drawn, even=not spread)
+        # a sharded HF policy generates in lock-step: every rank needs as many prompts as the largest share
+        pad = [drawn[0]] * (-(-len(drawn) // distributed.world_size()) - len(mine)) if getattr(
+            engine, "synced", False) else []
+        groups = rollout(cfg, engine, tok, mine, timer, first + offset, lockstep_pad=pad)
         groups = distributed.gather_list(groups) if spread else groups
         for group in groups:
             flat = max(e.reward for e in group) == min(e.reward for e in group)
@@ -223,9 +227,13 @@ def collect_groups(cfg, engine, tok, sampler, timer) -> tuple[list[Episode], flo
     return episodes, zero_groups / max(1, total_groups)
 
 
-def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0) -> list[list[Episode]]:
+def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0,
+            lockstep_pad: list[dict] = ()) -> list[list[Episode]]:
+    """G scored episodes per problem. ``lockstep_pad``: extra problems generated and thrown away, so
+    that every rank of a sharded policy makes the same generate calls (dynamic sampling's refill
+    rounds give ranks shares that differ by one)."""
     prompts = [build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
-               for p in problems]
+               for p in [*problems, *lockstep_pad]]
     params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
                             cfg.rollout.top_k)
     with _timed(timer, "rollout"), _autocast(cfg, engine):
@@ -236,6 +244,7 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0) 
                 dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))]
         else:
             samples = engine.generate(prompts, cfg.rollout.group_size, params)
+    samples = samples[:len(problems)]
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
                        gold=p["answer"], engine_logprobs=s.logprobs) for j, s in enumerate(group)]
@@ -374,8 +383,6 @@ def _validate(cfg: RunConfig) -> None:
     if block < 0 or (block and t.questions_per_step // ranks % block):
         raise TrainingError(f"rollout.seed_block={cfg.rollout.seed_block} must divide each rank's share of "
                             f"train.questions_per_step ({t.questions_per_step // ranks})")
-    if problem := fsdp.problem(cfg):  # train.fsdp with an engine / mode the sharded path does not support
-        raise TrainingError(problem)
 
 
 def _warn_zero_std(cfg, step: int, frac: float) -> None:
