@@ -14,6 +14,8 @@ base stays in ``model.dtype``; peft already keeps the adapter in float32.
 ``train.master_dtype=model`` trains in ``model.dtype`` itself (half the memory for weights,
 gradients and optimizer state; small updates are lost). With ``model.dtype=float32`` nothing
 changes. vLLM engines keep ``model.dtype``: the syncs cast the float32 weights to it.
+Checkpoints and ``final/`` hold the float32 master weights (twice the bytes of bf16), so a
+resumed run continues exactly; `mathrl eval` loads them in ``model.dtype``.
 """
 
 from __future__ import annotations
