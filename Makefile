@@ -7,8 +7,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CONFIG ?= configs/cpu_tiny.yaml
-# Every command-line variable with a dot in its name is a config override (train.lr=1e-5).
-OVERRIDES := $(foreach v,$(MAKEOVERRIDES),$(if $(findstring .,$(firstword $(subst =, ,$(v)))),$(v)))
+# Every command-line variable with a dot in its name is a config override (train.lr=1e-5), and so
+# are the config's top-level keys (name=..., seed=1, output_dir=..., device=..., stages=[...]).
+TOP_KEYS := name output_dir seed device stages
+OVERRIDES := $(foreach v,$(MAKEOVERRIDES),$(if $(or $(findstring .,$(firstword $(subst =, ,$(v)))),$(filter $(TOP_KEYS),$(firstword $(subst =, ,$(v))))),$(v)))
 MATHRL := $(PY) -m pipeline
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
