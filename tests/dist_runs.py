@@ -47,6 +47,26 @@ def flat_weights(path) -> torch.Tensor:
     return torch.cat([p.flatten() for p in model.state_dict().values()])
 
 
+def assert_same_weights(got_dir, want_dir, base=None) -> None:
+    """Two runs' weights equal within float tolerance; with ``base``, ``want_dir``'s also moved
+    away from it (so the comparison is not between two untrained copies)."""
+    want = flat_weights(want_dir)
+    if base is not None:
+        assert not torch.allclose(flat_weights(base), want)
+    torch.testing.assert_close(flat_weights(got_dir), want, rtol=1e-4, atol=1e-5)
+
+
+def start_bare_ranks(args: list[str], rank1_env: dict | None = None) -> list[subprocess.Popen]:
+    """`python -m pipeline train ARGS` as ranks 0 and 1 of a 2-rank world without torchrun's agent
+    (nothing restarts or stops them for us); ``rank1_env`` goes to rank 1 only. Output is piped."""
+    port = str(free_port())
+    return [subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT,
+                             env=env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(rank),
+                                     LOCAL_RANK=str(rank), **((rank1_env or {}) if rank == 1 else {})),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for rank in (0, 1)]
+
+
 def completions(run_dir: Path, step: int | None = None) -> list[tuple]:
     """(step, problem id, sample index, completion) of the logged samples, in logged order."""
     rows = [json.loads(line) for line in (Path(run_dir) / "samples.jsonl").read_text().splitlines()]
@@ -69,13 +89,7 @@ def assert_killed_rank_ends_the_job(args: list[str], run_dir: Path, crash_env: s
     """Bare ranks (no torchrun agent to clean up): rank 1 is SIGKILLed after step 1 (``crash_env``);
     rank 0 must stop by itself with exit code 1 and say what happened, well before the
     collective timeout (the args set train.dist_timeout_s=300)."""
-    port = str(free_port())
-    procs = []
-    for rank in (0, 1):
-        rank_env = env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(rank),
-                       LOCAL_RANK=str(rank), **({crash_env: "1"} if rank == 1 else {}))
-        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, env=rank_env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    procs = start_bare_ranks(args, {crash_env: "1"})
     try:
         out1, _ = procs[1].communicate(timeout=280)
         killed_at = time.monotonic()

@@ -5,8 +5,6 @@ the job with a clear error instead of a hang."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import torch.multiprocessing as mp
 from pipeline.config import load_run_config
 from pipeline.grpo import distributed, trainer
 from pipeline.grpo.run_log import read_metrics
-from tests.dist_runs import (ROOT, assert_killed_rank_ends_the_job, assert_rows_close, completions, env,
-                              flat_weights, free_port, torchrun)
+from tests.dist_runs import (assert_killed_rank_ends_the_job, assert_rows_close, assert_same_weights, completions,
+                              free_port, start_bare_ranks, torchrun)
 
 # 4 questions x G=4 and micro-batches of 4 rows: each rank's micro-batches hold the same rows as the
 # single process's, so even per-micro-batch statistics (kl, clip fractions) must agree.
@@ -46,16 +44,14 @@ def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
     for step in (1, 2):
         assert_rows_close(rows_two[step - 1], rows_one[step - 1])
         assert completions(two, step) == completions(one, step)  # same 16 samples, same order
-    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_two, after_one = flat_weights(two / "final"), flat_weights(one / "checkpoints" / "step_2")
-    assert not torch.allclose(before, after_one)
-    torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "checkpoints" / "step_2",
+                        base=load_run_config(None, tiny_setup[0]).model.name_or_path)
 
     # step_2 of the 2-rank run continues in one process exactly like the 1-process run's step 3
     resumed = trainer.train(load_run_config(None, _args(tiny_setup, "dp-two", "train.steps=3",
                                                         "rollout.seed_block=2")))
     assert_rows_close(read_metrics(resumed)[2], rows_one[2])
-    torch.testing.assert_close(flat_weights(resumed / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_same_weights(resumed / "final", one / "final")
 
 
 def test_killed_rank_ends_the_job_with_a_message(tiny_setup):
@@ -130,11 +126,7 @@ def test_hung_rank_times_out_with_a_message(tiny_setup):
     import signal
 
     args = _args(tiny_setup, "dp-hang", "train.steps=3", "train.dist_timeout_s=20")
-    port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-m", "pipeline", "train", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True,
-                              env=env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2", RANK=str(r),
-                                       LOCAL_RANK=str(r))) for r in (0, 1)]
+    procs = start_bare_ranks(args)
     metrics = Path(tiny_setup[1]) / "runs" / "dp-hang" / "metrics.jsonl"
     try:
         deadline = time.monotonic() + 280
@@ -167,7 +159,7 @@ def test_two_ranks_match_one_process_variants(tiny_setup, extra):
     two = one.parent / (name + "-two")
     for got, want in zip(read_metrics(two), read_metrics(one), strict=True):
         assert_rows_close(got, want)
-    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "final")
 
 
 @pytest.mark.slow
@@ -201,4 +193,4 @@ def test_two_ranks_match_one_process_with_dynamic_sampling(tiny_setup):
     two = one.parent / "dp-dyn-two"
     for got, want in zip(read_metrics(two), rows_one, strict=True):
         assert_rows_close(got, want)
-    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "final")

@@ -13,7 +13,7 @@ import torch
 from pipeline.config import load_run_config
 from pipeline.grpo import fsdp, trainer
 from pipeline.grpo.run_log import read_metrics
-from tests.dist_runs import assert_rows_close, completions, flat_weights, free_port, torchrun
+from tests.dist_runs import assert_rows_close, assert_same_weights, completions, flat_weights, free_port, torchrun
 from tests.test_distributed import _args
 
 # The reference model (train.beta defaults to 0.04) is a full copy here, so it is sharded too.
@@ -42,10 +42,8 @@ def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
         assert completions(two, step) == completions(one, step)
     # final/ is a plain HF model dir with full (gathered) weights equal to the unsharded run's
     assert json.loads((two / "final" / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
-    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_two, after_one = flat_weights(two / "final"), flat_weights(one / "checkpoints" / "step_2")
-    assert not torch.allclose(before, after_one)
-    torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "checkpoints" / "step_2",
+                        base=load_run_config(None, tiny_setup[0]).model.name_or_path)
     # the checkpoint's optimizer state is full and in the plain layout (integer ids, whole tensors)
     opt_two = torch.load(two / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)["optimizer"]
     opt_one = torch.load(one / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)["optimizer"]
@@ -57,7 +55,7 @@ def test_fsdp_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
     resumed = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-two", "train.steps=3", SEEDED,
                                                         "train.fsdp=true")))
     assert_rows_close(read_metrics(resumed)[2], rows_one[2])
-    torch.testing.assert_close(flat_weights(resumed / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_same_weights(resumed / "final", one / "final")
 
 
 @pytest.mark.slow
@@ -80,10 +78,9 @@ def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tin
         assert completions(two, step) == completions(one, step)
     assert "eval/accuracy" in rows_two[2]  # the periodic eval ran on both ranks in lock-step (rank 0 logs)
     assert (two / "eval" / "step_3").is_dir()
-    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "final")
     ref_dir = two / "checkpoints" / "step_3" / "reference"
-    torch.testing.assert_close(flat_weights(ref_dir), flat_weights(one / "checkpoints" / "step_3" / "reference"),
-                               rtol=1e-4, atol=1e-5)
+    assert_same_weights(ref_dir, one / "checkpoints" / "step_3" / "reference")
 
 
 @pytest.mark.slow
@@ -152,13 +149,18 @@ def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
     torch.distributed.destroy_process_group()
 
 
-def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
+def _spawn_two_ranks(worker, tiny_setup) -> dict:
+    """Run ``worker(rank, port, model_dir, out)`` in 2 spawned processes; ``out`` maps rank -> result."""
     import torch.multiprocessing as mp
 
     model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
     out = mp.Manager().dict()
-    mp.start_processes(_two_rank_worker, args=(free_port(), model_dir, out), nprocs=2, start_method="spawn",
-                       join=True)
+    mp.start_processes(worker, args=(free_port(), model_dir, out), nprocs=2, start_method="spawn", join=True)
+    return out
+
+
+def test_gathers_and_synced_generation_on_two_sharded_ranks(tiny_setup):
+    out = _spawn_two_ranks(_two_rank_worker, tiny_setup)
     for rank in (0, 1):
         r = out[rank]
         assert r["local"] < 0.6 * r["total"]  # really sharded: about half of every parameter on each rank
@@ -225,12 +227,7 @@ def test_lora_merged_from_gathered_weights_equals_peft_merge(tiny_setup):
     """Under FSDP the vLLM syncs merge LoRA from the gathered state (the module's own A and B are
     shards): on every rank (colocated engines) and on rank 0 (server), the result equals peft's
     merge_and_unload of the unsharded model, and so does the plain path on the unsharded model."""
-    import torch.multiprocessing as mp
-
-    model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
-    out = mp.Manager().dict()
-    mp.start_processes(_lora_merge_worker, args=(free_port(), model_dir, out), nprocs=2, start_method="spawn",
-                       join=True)
+    out = _spawn_two_ranks(_lora_merge_worker, tiny_setup)
     for rank in (0, 1):
         r = out[rank]
         assert r["sharded"] and r["merged"] > 0, r
@@ -274,7 +271,7 @@ def test_fsdp_dynamic_sampling_keeps_ranks_in_lock_step(tiny_setup):
     for step, (got, want) in enumerate(zip(read_metrics(two), rows_one, strict=True), start=1):
         assert_rows_close(got, want)
         assert completions(two, step) == completions(one, step)
-    torch.testing.assert_close(flat_weights(two / "final"), flat_weights(one / "final"), rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "final")
 
 
 @pytest.mark.slow

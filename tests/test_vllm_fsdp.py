@@ -17,7 +17,7 @@ import torch
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
 from pipeline.grpo.run_log import read_metrics
-from tests.dist_runs import flat_weights, torchrun
+from tests.dist_runs import assert_same_weights, torchrun
 from tests.test_vllm_distributed import _args, assert_same_run
 
 pytestmark = pytest.mark.vllm
@@ -33,10 +33,7 @@ def test_fsdp_vllm_ranks_match_one_process(tiny_setup):
     _fsdp_torchrun(_args(tiny_setup, "vfsdp-two", "train.steps=2"))
     two = one.parent / "vfsdp-two"
     assert_same_run(two, one)
-    before = flat_weights(load_run_config(None, tiny_setup[0]).model.name_or_path)
-    after_one, after_two = flat_weights(one / "final"), flat_weights(two / "final")
-    assert not torch.allclose(before, after_one)
-    torch.testing.assert_close(after_two, after_one, rtol=1e-4, atol=1e-5)
+    assert_same_weights(two / "final", one / "final", base=load_run_config(None, tiny_setup[0]).model.name_or_path)
 
 
 def test_fsdp_vllm_lora_with_dynamic_sampling_matches_one_process(tiny_setup):

@@ -3,7 +3,6 @@ server-mode client's fail-fast connect. Two real processes; no vllm needed."""
 
 import multiprocessing as mp
 import os
-import socket
 import time
 
 import pytest
@@ -12,6 +11,7 @@ import torch
 from pipeline.config import load_run_config
 from pipeline.grpo.distributed import PeerLost
 from pipeline.rollout.weight_broadcast import BroadcastError, Spec, WeightGroup, plan_buckets
+from tests.dist_runs import free_port
 
 BUCKET = 128  # bytes: small, so the tensors below span several buckets and one exceeds a bucket
 
@@ -102,9 +102,7 @@ def test_client_fails_fast_without_server(tiny_setup):
     from pipeline.models import load_policy
     from pipeline.rollout.vllm_client import VLLMServerEngine
 
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     overrides, _ = tiny_setup
     cfg = load_run_config(None, [*overrides, "rollout.engine=vllm_server", f"rollout.server_port={port}"])
     model, _ = load_policy(cfg.model.name_or_path)
