@@ -5,6 +5,8 @@
     python -m rewards score FILE.jsonl [--style S] [--out OUT.jsonl] [--workers N]
         # records need "completion" and "answer" (or "gold"); prints accuracy and failure
         # reasons, writes one result per line to OUT (default FILE.scored.jsonl)
+    python -m rewards to-verl data/prepared/gsm8k/train.jsonl ... [--out-dir DIR]
+        # prepared JSONL -> verl parquet next to it (or DIR/<dataset>/<split>.parquet); needs pyarrow
 """
 
 from __future__ import annotations
@@ -55,6 +57,24 @@ def _score(args) -> int:
     return 0
 
 
+def _to_verl(args) -> int:
+    from rewards.integrations import verl as verl_reward
+    from rewards.integrations.verl_data import convert
+
+    for src in map(Path, args.files):
+        dst = (src.with_suffix(".parquet") if args.out_dir is None
+               else Path(args.out_dir) / src.parent.name / (src.stem + ".parquet"))
+        try:
+            n = convert(src, dst, args.instruction)
+        except (ImportError, OSError, ValueError) as e:
+            print(f"to-verl: {e}", file=sys.stderr)
+            return 1
+        print(f"{src} -> {dst} ({n} rows)")
+    print(f"verl reward: custom_reward_function.path={verl_reward.__file__} "
+          "custom_reward_function.name=compute_score")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rewards", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -73,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--workers", type=int, default=2)
     p.set_defaults(fn=_score)
+    p = sub.add_parser("to-verl", help="write prepared JSONL files as verl's parquet layout")
+    p.add_argument("files", nargs="+", help="data/prepared/<dataset>/<split>.jsonl")
+    p.add_argument("--out-dir", default=None,
+                   help="write OUT_DIR/<dataset>/<split>.parquet (default: next to each input)")
+    p.add_argument("--instruction", default=None,
+                   help="text after each question (default: mathrl's template for the answer style)")
+    p.set_defaults(fn=_to_verl)
     args = parser.parse_args(argv)
     return args.fn(args)
 
