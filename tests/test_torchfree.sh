@@ -10,16 +10,16 @@ trap 'rm -rf "$WORK"' EXIT
 unset PYTHONPATH
 fail() { echo "test-torchfree: FAIL: $*" >&2; exit 1; }
 
+t0=$(date +%s)
 "${PYTHON:-python3}" -m venv "$WORK/venv"
 PY="$WORK/venv/bin/python"
-t0=$(date +%s)
 # build from a copy of what the wheel holds, so the checkout gets no build/ or egg-info
 mkdir "$WORK/src" && (cd "$ROOT" && cp -r pyproject.toml README.md pipeline rewards sandbox evals "$WORK/src/")
 "$PY" -m pip wheel -q --no-deps -w "$WORK/dist" "$WORK/src"
 t1=$(date +%s)
 "$PY" -m pip install -q "$WORK"/dist/mathrl-*.whl
 t2=$(date +%s)
-echo "wheel built in $((t1 - t0)) s, installed in $((t2 - t1)) s; venv $(du -sm "$WORK/venv" | cut -f1) MB"
+echo "venv + wheel in $((t1 - t0)) s, installed in $((t2 - t1)) s; venv $(du -sm "$WORK/venv" | cut -f1) MB"
 
 cd "$WORK"  # import the installed package, never the checkout
 "$PY" - <<'EOF' || fail "torch or transformers importable in the plain install"
