@@ -1,0 +1,322 @@
+"""Find the equality chains in a (rewritten) solution step: `3 days * 1 hour/day = 3 hours`.
+
+Input is `rewards.latex_text.rewrite(step)`. A *run* is a maximal stretch of expression tokens
+(numbers, operators, parentheses, `pi`/`sqrt`/`binom`, variables, `§` junk) and relations
+(`=`, `≈`). Words end a run unless they are
+- units after a number, when an operator or relation follows within a few words
+  (`3 days * 1 hour/day = 3 hours`: `days`, `hour/day` dropped; trailing `hours` dropped);
+- labels in parentheses after a number (`10 (initially infected) * 6`);
+- word operators between operands: `times`, `x`, `plus`, `minus`, `divided by`,
+  `multiplied by`, `of` after a fraction or percentage (`1/3 of 18`, `20% of 24`), and
+  `half of`, `twice`, `double`, `triple` before one;
+- `approximately`/`about`/... right after `=` (the relation becomes `≈`).
+A word glued to a number or next to an operator is a variable (`3.01B`, `ab + cd`), except a
+glued unit (`5apples`, `12cm`). Every run with a relation becomes a `Chain` of sides.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rewards.latex_text import JUNK, MIXED
+
+MAX_TOKENS = 20_000
+MAX_UNIT_WORDS = 3
+
+_TOK = re.compile(r"(?P<num>\d+(?:\.\d+)?|\.\d+)|(?P<word>[A-Za-z]+(?:_[A-Za-z0-9]+|\d+(?![\d.]))?)"
+                  r"|(?P<op>\*\*|[-+*/^()%!" + MIXED + r"])|(?P<rel>[=≈])|(?P<space>[ \t]+)"
+                  r"|(?P<other>.)", re.S)
+_FUNCS = {"pi", "sqrt", "binom"}
+_APPROX = {"approximately", "approx", "about", "around", "roughly", "nearly", "almost"}
+_WORD_OPS = {"times": "*", "plus": "+", "minus": "-"}
+_TWO_WORD_OPS = {("divided", "by"): "/", ("multiplied", "by"): "*"}
+_PREFIX = {"half": "(1/2)*", "twice": "2*", "double": "2*", "triple": "3*", "thrice": "3*"}
+_STOP = {"and", "or", "but", "so", "is", "are", "was", "were", "which", "that", "then", "to",
+         "for", "from", "with", "than", "if", "when", "as", "since", "because", "by", "in",
+         "on", "at", "we", "it", "this", "these", "there", "each", "also", "thus", "hence",
+         "therefore", "giving", "gives", "get", "gets", "making", "leaving", "plus", "minus",
+         "times", "of", "the", "a", "an", "be", "has", "have", "had", "will", "can", "would",
+         "after", "before", "into", "out", "not", "more", "less", "left", "remaining", "total"}
+_GLUED_UNITS = {"cm", "mm", "km", "kg", "mg", "ml", "mL", "ft", "oz", "lb", "lbs", "hr", "hrs",
+                "min", "mins", "sec", "pm", "am", "mph", "yd"}
+_ORDINALS = {"st", "nd", "rd", "th"}
+_GATE_WORDS = {"of", "times", "by", "than", "per", "over", "minus", "plus"}
+
+
+@dataclass
+class Tok:
+    kind: str  # num word op rel punct junk bound
+    text: str
+    glued: bool  # no space before it
+
+
+@dataclass
+class Chain:
+    """A run with at least one relation: sides[i] rel[i] sides[i+1] ... as arith text."""
+
+    sides: list[list[Tok]]
+    rels: list[str]
+    before: list[str] = field(default_factory=list)  # up to 4 words right before the run
+    after: list[str] = field(default_factory=list)  # up to 8 words right after it
+    gated: bool = False  # a multiplicative word right before it: the first side is partial
+
+    def side_text(self, i: int) -> str:
+        return " ".join(t.text for t in self.sides[i] if t.kind != "unit")
+
+
+def tokenize(text: str) -> list[Tok]:
+    toks: list[Tok] = []
+    glued = True
+    for m in _TOK.finditer(text):
+        kind = m.lastgroup
+        if kind == "space":
+            glued = False
+            continue
+        s = m.group(0)
+        if kind == "other":
+            kind = ("junk" if s in (JUNK, "_") else "bound" if s == ";" else
+                    "colon" if s == ":" else "punct")
+        toks.append(Tok(kind, s, glued))
+        glued = True
+        if len(toks) >= MAX_TOKENS:
+            break
+    _fix_colons_and_rels(toks)
+    return toks
+
+
+def _fix_colons_and_rels(toks: list[Tok]) -> None:
+    for i, t in enumerate(toks):
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        prev = toks[i - 1] if i else None
+        if t.kind == "colon":  # 5:55, 1:2 is a time or a ratio; "Step 1: 2+3" is punctuation
+            ratio = prev and nxt and prev.kind == "num" and nxt.kind == "num" and nxt.glued
+            t.kind = "junk" if ratio else "punct"
+            if nxt and nxt.kind == "rel" and nxt.glued:  # x := 5
+                t.kind = "skip"
+        elif t.kind == "rel" and nxt is not None and nxt.kind == "rel" and nxt.glued:
+            t.kind = nxt.kind = "junk"  # ==
+
+
+class _Builder:
+    """Walks the tokens once and collects the chains."""
+
+    def __init__(self, toks: list[Tok]):
+        self.t = [t for t in toks if t.kind != "skip"]
+        self.chains: list[Chain] = []
+        self.cur: list[Tok] | None = None
+        self.depth = 0
+        self.start = self.end = 0
+
+    def sig(self, i: int) -> Tok | None:
+        return self.t[i] if i < len(self.t) else None
+
+    def last(self) -> Tok | None:
+        return self.cur[-1] if self.cur else None
+
+    def close(self) -> None:
+        if self.cur and any(t.kind == "rel" for t in self.cur):
+            self.chains.append(_to_chain(self.cur, self.t, self.start, self.end))
+        self.cur, self.depth = None, 0
+
+    def add(self, tok: Tok, i: int) -> None:
+        if self.cur is None:
+            self.cur, self.start = [], i
+            prev = self.t[i - 1] if i else None
+            glued_word = tok.glued and prev is not None and prev.kind == "word"
+            if glued_word or tok.kind == "op" and tok.text in "+*/^%!)" + MIXED:
+                self.cur.append(Tok("junk", JUNK, True))  # a binary operator missing its left side
+        if tok.text == "(" and tok.kind == "op":
+            self.depth += 1
+        elif tok.text == ")" and tok.kind == "op":
+            self.depth -= 1
+        self.cur.append(tok)
+
+    def build(self) -> list[Chain]:
+        i = 0
+        while i < len(self.t):
+            self.end = i
+            i = self.step(i)
+        self.end = len(self.t)
+        self.close()
+        return self.chains
+
+    def step(self, i: int) -> int:
+        tok = self.t[i]
+        k = tok.kind
+        if k == "num":
+            last = self.last()
+            if last is not None and last.kind == "num" and not tok.glued:
+                if self._mixed(i):  # 2 1/2 -> (2 + 1/2)
+                    whole = self.cur.pop()
+                    for t in ("(", whole.text, "+", tok.text, "/", self.t[i + 2].text, ")"):
+                        self.add(Tok("num" if t[0].isdigit() else "op", t, True), i)
+                    return i + 3
+                self.close()
+            self.add(tok, i)
+            return i + 1
+        if k == "op" and tok.text == "(" and self.operand_before() and self._label_end(i):
+            return self._label_end(i)  # 10 (initially infected) * 6: a label
+        if k in ("op", "junk"):
+            self.add(tok, i)
+            return i + 1
+        if k == "rel":
+            self.add(tok, i)
+            nxt = self.sig(i + 1)
+            if tok.text == "=" and nxt is not None and nxt.kind == "word" and nxt.text.lower() in _APPROX:
+                self.cur[-1] = Tok("rel", "≈", tok.glued)
+                return i + 2 + (1 if self._is(i + 2, "punct", ".") else 0)
+            return i + 1
+        if k == "punct" and tok.text == "," and self.cur is not None and self.depth > 0:
+            self.add(Tok("op", ",", True), i)
+            return i + 1
+        if k == "word":
+            return self.word(i)
+        self.close()
+        return i + 1
+
+    def _is(self, i: int, kind: str, text: str | None = None) -> bool:
+        t = self.sig(i)
+        return t is not None and t.kind == kind and (text is None or t.text == text)
+
+    def _mixed(self, i: int) -> bool:
+        """`2 1/2`: a whole number, a space, then a proper fraction."""
+        if not (self._is(i + 1, "op", "/") and self._is(i + 2, "num")):
+            return False
+        try:
+            return int(self.t[i].text) < int(self.t[i + 2].text)
+        except ValueError:
+            return False
+
+    def operand_follows(self, i: int) -> bool:
+        t = self.sig(i)
+        return t is not None and (t.kind == "num" or (t.kind == "op" and t.text == "(")
+                                  or (t.kind == "word" and t.text.lower() in _FUNCS))
+
+    def operand_before(self) -> bool:
+        last = self.last()
+        return last is not None and (last.kind == "num" or last.text in (")", "%"))
+
+    def word(self, i: int) -> int:
+        tok = self.t[i]
+        w, lw = tok.text, tok.text.lower()
+        if lw in _FUNCS:
+            self.add(Tok("op" if lw != "pi" else "num", lw, tok.glued), i)
+            return i + 1
+        if self.operand_before() and self.operand_follows(i + 1):
+            op = _WORD_OPS.get(lw) or ("*" if lw == "x" else None)
+            if lw == "of" and self._fraction_before():
+                op = "*"
+            if op:
+                self.add(Tok("op", op, True), i)
+                return i + 1
+        pair = (lw, self.sig(i + 1).text.lower() if self._is(i + 1, "word") else "")
+        if pair in _TWO_WORD_OPS and self.operand_before() and self.operand_follows(i + 2):
+            self.add(Tok("op", _TWO_WORD_OPS[pair], True), i)
+            return i + 2
+        if lw in _PREFIX:
+            j = i + 1 + (1 if self._is(i + 1, "word") and self.t[i + 1].text.lower() in ("of", "the") else 0)
+            if self.operand_follows(j):
+                if self.cur is not None and not self.last().kind == "op":
+                    self.close()
+                for piece in _PREFIX[lw]:
+                    self.add(Tok("op" if not piece.isdigit() else "num", piece, True), i)
+                return j
+        return self.plain_word(i)
+
+    def _fraction_before(self) -> bool:
+        """`1/3 of`, `20% of`, `(1/2) of`: the operand before `of` is a fraction or percentage."""
+        c = self.cur or []
+        if c and c[-1].text in ("%", ")"):
+            return True
+        return len(c) >= 3 and c[-1].kind == "num" and c[-2].text == "/"
+
+    def plain_word(self, i: int) -> int:
+        tok = self.t[i]
+        if tok.glued and tok.text.lower() in _ORDINALS and self.cur is not None and self.operand_before():
+            self.add(Tok("junk", JUNK, True), i)  # 1st - 5 = 6th: positions, not numbers
+            return i + 1
+        if self._is_variable(i):
+            self.add(Tok("var", tok.text, tok.glued), i)
+            return i + 1
+        if self.cur is not None and self.operand_before():
+            j = self._skip_units(i)
+            if j is not None:
+                return j
+        self.close()
+        return i + 1
+
+    def _is_variable(self, i: int) -> bool:
+        tok = self.t[i]
+        prev, nxt = (self.t[i - 1] if i else None), self.sig(i + 1)
+        if tok.text.startswith("txt"):
+            return False  # a one-letter \text{} word: a unit
+        glued_num = tok.glued and prev is not None and prev.kind == "num"
+        if glued_num:  # 5apples, 12cm are units; 3.01B, 2ab, 5xyz are variables
+            return not (len(tok.text) >= 4 or tok.text in _GLUED_UNITS)
+        near_op = lambda t: t is not None and (t.kind == "rel" or (t.kind == "op" and t.text != "%"))
+        if "_" in tok.text or tok.text[-1].isdigit():
+            return True  # a_3, A1: a subscripted name
+        if len(tok.text) == 1 and tok.text not in "aAI":
+            return near_op(prev) or near_op(nxt) or (nxt is not None and nxt.kind == "num")
+        if len(tok.text) == 1:  # a / A / I: an article or pronoun unless used as a variable
+            return near_op(nxt) or (nxt is not None and nxt.text == "(" and nxt.glued)
+        if tok.text.lower() in _STOP:
+            return False
+        after_operand = prev is not None and prev.kind == "num"
+        return not after_operand and (near_op(prev) or near_op(nxt))
+
+    def _skip_units(self, i: int) -> int | None:
+        """Skip unit words / `(labels)` after a number when the expression goes on after them."""
+        j, words = i, 0
+        while j < len(self.t) and words <= MAX_UNIT_WORDS:
+            t = self.t[j]
+            if t.kind == "word" and t.text.lower() not in _STOP or (t.kind == "word" and t.text.lower() == "per"):
+                words += 1
+                j += 1
+            elif t.kind == "op" and t.text == "/" and self._is(j + 1, "word"):
+                j += 1
+            elif t.kind == "op" and t.text == "(" and self._label_end(j) is not None:
+                j = self._label_end(j)
+            else:
+                break
+        t = self.sig(j)
+        if t is None or words > MAX_UNIT_WORDS:
+            return None
+        goes_on = t.kind == "rel" or (t.kind == "op" and t.text in "+-*/)" and
+                                      not (t.text == ")" and self.depth <= 0))
+        if goes_on:
+            self.cur.append(Tok("unit", "", True))
+        return j if goes_on else None
+
+    def _label_end(self, j: int) -> int | None:
+        """End of `(words)` after `(` at j: words (and numbers among them) and no operator."""
+        k, long_word = j + 1, False
+        while k < len(self.t) and k - j <= 8 and self.t[k].kind in ("word", "num"):
+            long_word = long_word or (self.t[k].kind == "word" and len(self.t[k].text) >= 3)
+            k += 1
+        return k + 1 if long_word and self._is(k, "op", ")") else None
+
+
+def _to_chain(run: list[Tok], toks: list[Tok], start: int, end: int) -> Chain:
+    sides: list[list[Tok]] = [[]]
+    rels: list[str] = []
+    for t in run:
+        if t.kind == "rel":
+            rels.append(t.text)
+            sides.append([])
+        else:
+            sides[-1].append(t)
+    before = []
+    k = start - 1
+    while k >= 0 and len(before) < 4 and toks[k].kind == "word":
+        before.insert(0, toks[k].text.lower())
+        k -= 1
+    after = [t.text.lower() for t in toks[end:end + 10] if t.kind == "word"][:8]
+    gated = bool(before) and before[-1] in _GATE_WORDS
+    return Chain(sides, rels, before, after, gated)
+
+
+def find_chains(rewritten: str) -> list[Chain]:
+    """Every equality chain in a rewritten step (see the module docstring)."""
+    return _Builder(tokenize(rewritten)).build()
