@@ -19,15 +19,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rewards.latex_text import JUNK, MIXED
+from rewards.latex_text import JUNK, MIXED, VAR
 
 MAX_TOKENS = 20_000
 MAX_UNIT_WORDS = 3
 
-_TOK = re.compile(r"(?P<num>\d+(?:\.\d+)?|\.\d+)|(?P<word>[A-Za-z]+(?:_[A-Za-z0-9]+|\d+(?![\d.]))?)"
+_TOK = re.compile(r"(?P<num>\d+(?:\.\d+)?|\.\d+)"
+                  r"|(?P<word>" + VAR + r"?[A-Za-z]+(?:_[A-Za-z0-9]+|\d+(?![\d.]))?)"
                   r"|(?P<op>\*\*|[-+*/^()%!" + MIXED + r"])|(?P<rel>[=≈])|(?P<space>[ \t]+)"
                   r"|(?P<other>.)", re.S)
 _FUNCS = {"pi", "sqrt", "binom"}
+_PUNCT = set(".,?\"“”‘’`")
 _APPROX = {"approximately", "approx", "about", "around", "roughly", "nearly", "almost"}
 _WORD_OPS = {"times": "*", "plus": "+", "minus": "-"}
 _TWO_WORD_OPS = {("divided", "by"): "/", ("multiplied", "by"): "*"}
@@ -59,7 +61,12 @@ class Chain:
     rels: list[str]
     before: list[str] = field(default_factory=list)  # up to 4 words right before the run
     after: list[str] = field(default_factory=list)  # up to 8 words right after it
+    listed: bool = False  # `2/6, 2/8 = 1/3, 1/4`: an equality of lists, not of the numbers
     gated: bool = False  # a multiplicative word right before it: the first side is partial
+
+    def units(self, i: int) -> set[str]:
+        """Unit words written inside side i (`3 days * 1 hour/day`: days, hour, day)."""
+        return {w for t in self.sides[i] if t.kind == "unit" for w in t.text.split()}
 
     def side_text(self, i: int) -> str:
         return " ".join(t.text for t in self.sides[i] if t.kind != "unit")
@@ -75,14 +82,33 @@ def tokenize(text: str) -> list[Tok]:
             continue
         s = m.group(0)
         if kind == "other":
-            kind = ("junk" if s in (JUNK, "_") else "bound" if s == ";" else
-                    "colon" if s == ":" else "punct")
+            kind = ("bound" if s == ";" else "colon" if s == ":" else
+                    "punct" if s in _PUNCT or s.isspace() else "junk")  # @ # & ~ _: junk
         toks.append(Tok(kind, s, glued))
         glued = True
         if len(toks) >= MAX_TOKENS:
             break
     _fix_colons_and_rels(toks)
+    _hyphen_lists(toks)
+    _repeating_decimals(toks)
     return toks
+
+
+def _repeating_decimals(toks: list[Tok]) -> None:
+    """`0.\\overline{7}` arrives as `0` `.` `§`: the number is not 0."""
+    for a, b, c in zip(toks, toks[1:], toks[2:]):
+        if a.kind == "num" and b.text == "." and b.glued and c.kind == "junk" and c.glued:
+            a.kind, a.text = "junk", JUNK
+
+
+def _hyphen_lists(toks: list[Tok]) -> None:
+    """`6-8-10`, `2023-01-05`: numbers joined by bare hyphens are a name, not a subtraction."""
+    for i in range(len(toks) - 4):
+        w = toks[i:i + 5]
+        if [t.kind for t in w] == ["num", "op", "num", "op", "num"] and w[1].text == w[3].text == "-" \
+                and all(t.glued for t in w[1:]):
+            for t in w:
+                t.kind, t.text = "junk", JUNK
 
 
 def _fix_colons_and_rels(toks: list[Tok]) -> None:
@@ -146,7 +172,7 @@ class _Builder:
         k = tok.kind
         if k == "num":
             last = self.last()
-            if last is not None and last.kind == "num" and not tok.glued:
+            if last is not None and last.kind == "num" and last.text != "pi" and not tok.glued:
                 if self._mixed(i):  # 2 1/2 -> (2 + 1/2)
                     whole = self.cur.pop()
                     for t in ("(", whole.text, "+", tok.text, "/", self.t[i + 2].text, ")"):
@@ -155,7 +181,9 @@ class _Builder:
                 self.close()
             self.add(tok, i)
             return i + 1
-        if k == "op" and tok.text == "(" and self.operand_before() and self._label_end(i):
+        last = self.last()
+        if k == "op" and tok.text == "(" and last is not None and last.kind == "num" \
+                and last.text != "pi" and self._label_end(i):
             return self._label_end(i)  # 10 (initially infected) * 6: a label
         if k in ("op", "junk"):
             self.add(tok, i)
@@ -199,12 +227,17 @@ class _Builder:
 
     def word(self, i: int) -> int:
         tok = self.t[i]
+        if tok.text.startswith(VAR):  # written in math mode
+            self.add(Tok("var", tok.text[1:], tok.glued), i)
+            return i + 1
         w, lw = tok.text, tok.text.lower()
         if lw in _FUNCS:
             self.add(Tok("op" if lw != "pi" else "num", lw, tok.glued), i)
             return i + 1
         if self.operand_before() and self.operand_follows(i + 1):
-            op = _WORD_OPS.get(lw) or ("*" if lw == "x" else None)
+            spaced_x = (lw == "x" and not tok.glued and not self.t[i + 1].glued  # 5 x 3, not 2x
+                        and self.last().kind == "num" and self.t[i + 1].kind == "num")
+            op = _WORD_OPS.get(lw) or ("*" if spaced_x else None)
             if lw == "of" and self._fraction_before():
                 op = "*"
             if op:
@@ -258,7 +291,10 @@ class _Builder:
         if "_" in tok.text or tok.text[-1].isdigit():
             return True  # a_3, A1: a subscripted name
         if len(tok.text) == 1 and tok.text not in "aAI":
-            return near_op(prev) or near_op(nxt) or (nxt is not None and nxt.kind == "num")
+            beside = lambda t: t is not None and (t.kind == "num" or t.text.lower() in _FUNCS)
+            return near_op(prev) or near_op(nxt) or beside(prev) or beside(nxt)
+        if 2 <= len(tok.text) <= 4 and tok.text.isupper() and tok.text.isalpha():
+            return True  # AB, QD, HP: segments and points
         if len(tok.text) == 1:  # a / A / I: an article or pronoun unless used as a variable
             return near_op(nxt) or (nxt is not None and nxt.text == "(" and nxt.glued)
         if tok.text.lower() in _STOP:
@@ -271,10 +307,13 @@ class _Builder:
         j, words = i, 0
         while j < len(self.t) and words <= MAX_UNIT_WORDS:
             t = self.t[j]
-            if t.kind == "word" and t.text.lower() not in _STOP or (t.kind == "word" and t.text.lower() == "per"):
+            if t.kind == "op" and t.text == "/" and self._is(j + 1, "word"):
+                j += 1  # hour/day: a unit per unit
+                t = self.t[j]
+            elif t.kind == "word" and (t.text.startswith(VAR) or self._is_variable(j)):
+                break
+            if t.kind == "word" and not t.text.startswith(VAR) and t.text.lower() not in _STOP:
                 words += 1
-                j += 1
-            elif t.kind == "op" and t.text == "/" and self._is(j + 1, "word"):
                 j += 1
             elif t.kind == "op" and t.text == "(" and self._label_end(j) is not None:
                 j = self._label_end(j)
@@ -286,13 +325,17 @@ class _Builder:
         goes_on = t.kind == "rel" or (t.kind == "op" and t.text in "+-*/)" and
                                       not (t.text == ")" and self.depth <= 0))
         if goes_on:
-            self.cur.append(Tok("unit", "", True))
+            self.cur.append(Tok("unit", " ".join(t.text.lower() for t in self.t[i:j] if t.kind == "word"), True))
         return j if goes_on else None
 
     def _label_end(self, j: int) -> int | None:
         """End of `(words)` after `(` at j: words (and numbers among them) and no operator."""
+        if not self._is(j + 1, "word") or self.t[j + 1].text.startswith(VAR):
+            return None
         k, long_word = j + 1, False
         while k < len(self.t) and k - j <= 8 and self.t[k].kind in ("word", "num"):
+            if self.t[k].text.startswith(VAR):
+                return None
             long_word = long_word or (self.t[k].kind == "word" and len(self.t[k].text) >= 3)
             k += 1
         return k + 1 if long_word and self._is(k, "op", ")") else None
@@ -314,7 +357,12 @@ def _to_chain(run: list[Tok], toks: list[Tok], start: int, end: int) -> Chain:
         k -= 1
     after = [t.text.lower() for t in toks[end:end + 10] if t.kind == "word"][:8]
     gated = bool(before) and before[-1] in _GATE_WORDS
-    return Chain(sides, rels, before, after, gated)
+    comma = lambda k: 0 <= k < len(toks) and toks[k].text == ","
+    listed = comma(start - 1) and comma(end)
+    if start >= 2 and toks[start - 1].kind == "word" and toks[start - 2].text not in "(=" and \
+            (toks[start - 2].kind == "num" or toks[start - 2].text == ")"):
+        gated = True  # 3 Y 2 = ...: a word between two numbers is an operator we cannot read
+    return Chain(sides, rels, before, after, listed, gated)
 
 
 def find_chains(rewritten: str) -> list[Chain]:

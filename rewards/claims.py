@@ -40,6 +40,12 @@ _DECIMAL = re.compile(r"^-?\d*\.(\d+)$")
 _COMPUTES = set("+-*/^!" + MIXED) | {"sqrt", "binom", "**"}
 _FALSITY = {"false", "not", "contradiction", "impossible", "incorrect", "wrong", "invalid",
             "fails", "isn", "doesn", "never", "untrue", "neq", "mistake", "error"}
+_ROUNDING = {"nearest", "rounded", "round", "rounding", "approximately", "roughly", "about"}
+_MODULUS = re.compile(r"(?:\bmod(?:ulo)?|\\pmod|\\bmod|divided by|divisible by)\s*\{?\s*(\d{1,6})", re.I)
+_DIGITS_MODULUS = ((re.compile(r"units? digit|ones digit|last digit", re.I), 10),
+                   (re.compile(r"last two digits", re.I), 100),
+                   (re.compile(r"last three digits", re.I), 1000),
+                   (re.compile(r"parity", re.I), 2))
 _PREPOSITIONS = {"in", "to", "after", "for", "of", "at", "on", "by", "with", "from", "per",
                  "than", "over", "under", "within", "about", "day", "week", "year", "month"}
 
@@ -57,6 +63,8 @@ class Claim:
 def _plain_decimals(side: str) -> int | None:
     """Places of a side that is just a number (`3.33` -> 2, `12` -> 0), else None."""
     s = side.replace(" ", "").rstrip("%")
+    while s.startswith("(") and s.endswith(")"):
+        s = s[1:-1]
     m = _DECIMAL.match(s)
     if m:
         return len(m.group(1))
@@ -91,7 +99,7 @@ def _close(a_txt: str, a: Value, b_txt: str, b: Value, approx: bool) -> bool:
             continue
         unit = 10.0 ** -d
         truncated = abs(float(written)) <= abs(float(other)) and diff < unit
-        if diff <= 0.5 * unit * (1 + 1e-9) + slack or truncated or (approx and diff < unit + slack):
+        if diff <= 0.5 * unit * (1 + 1e-9) + slack or truncated or (approx and diff <= unit + slack):
             return True
     return diff <= slack
 
@@ -180,11 +188,20 @@ def _running(a_val: Value | None, side: list[Tok]) -> bool:
     return False
 
 
+def _same_value(a: Value, b: Value) -> bool:
+    return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
+
+
 def _whole_division(a: str, b: str) -> bool:
-    """`36 / 5 = 7` (whole boxes), `13 / 4 = 4` (boxes needed): a quotient rounded to a whole."""
+    """`36 / 5 = 7` (whole boxes), `13 / 4 = 4` (boxes needed): a quotient rounded to a whole;
+    `500 / 13 = 13 * 38 + 6`: division with remainder written as an equation."""
     va, vb = _eval(_mixed(a, "+")), _eval(_mixed(b, "+"))
     if va is None or vb is None or "/" not in a + b:
         return False
+    for x, other in ((a, vb), (b, va)):
+        num = _eval(x.split("/")[0]) if x.count("/") == 1 and "(" not in x else None
+        if num is not None and _same_value(num, other):
+            return True
     for q, w in ((va, vb), (vb, va)):
         if isinstance(w, Fraction) and w.denominator == 1 and math.floor(q) <= w <= math.ceil(q):
             return True
@@ -201,17 +218,50 @@ def _ends_agree(chain: Chain, texts: list[str]) -> bool:
     return first is not None and last is not None and _close(texts[sides[0]], first, texts[sides[-1]], last, False)
 
 
-def check_chain(chain: Chain) -> tuple[bool | None, Value | None]:
-    """(verdict, value of the last side) of one chain; verdict None when nothing is checkable."""
+def _converts_units(chain: Chain, i: int) -> bool:
+    """`9pi/4 = 180°/pi * 9pi/4` (radians to degrees), `(1 minute)/(60 seconds) = 1`: the
+    sides are in different units, so their numbers differ on purpose."""
+    ua, ub = chain.units(i), chain.units(i + 1)
+    if i + 2 == len(chain.sides) and chain.after[:1] == ["deg"]:
+        ub = ub | {"deg"}  # 990° - 720° = 270°: the last side's unit trails it
+    if ("deg" in ua) != ("deg" in ub):
+        return True
+    return bool(ua) and chain.side_text(i + 1).strip("() ") == "1"
+
+
+def moduli(step: str) -> tuple[int, ...]:
+    """The moduli a step works with: `mod 25`, `\\pmod{11}`, `units digit` (10), `parity` (2)."""
+    found = {int(m.group(1)) for m in _MODULUS.finditer(step[:20_000])}
+    found.update(m for rx, m in _DIGITS_MODULUS if rx.search(step[:20_000]))
+    return tuple(sorted(m for m in found if m >= 2))
+
+
+def _residue(a: str, b: str, mods: tuple[int, ...]) -> bool:
+    """`7 * 3 = 1` when working with units digits: b is a reduced residue of a."""
+    va, vb = _eval(_mixed(a, "+")), _eval(_mixed(b, "+"))
+    if not (isinstance(va, Fraction) and isinstance(vb, Fraction)) or va.denominator != 1 or vb.denominator != 1:
+        return False
+    return any(0 <= vb < m and (va - vb) % m == 0 for m in mods)
+
+
+def check_chain(chain: Chain, mods: tuple[int, ...] = ()) -> tuple[bool | None, Value | None]:
+    """(verdict, value of the last side) of one chain; verdict None when nothing is checkable.
+    `mods`: moduli the step works with; a false link whose right side is the left side's
+    residue (`7 * 3 = 1` for a units digit) is modular arithmetic, not an error."""
     texts = [chain.side_text(i) for i in range(len(chain.sides))]
     verdicts = []
     start = 1 if chain.gated or _labelled_number(chain) else 0
-    for i in range(start, len(chain.rels)):
+    rounded = bool(_ROUNDING & set(chain.after))
+    for i in range(start, len(chain.rels) if not chain.listed else 0):
         a, b = chain.sides[i], chain.sides[i + 1]
         if not (_readable(a) and _readable(b)) or not (_computes(a) or _computes(b)):
             continue
-        approx = "≈" in chain.rels[:i + 1]  # after an ≈ the chain is about approximations
+        if _converts_units(chain, i):
+            continue
+        approx = rounded or "≈" in chain.rels[:i + 1]  # after an ≈ the chain is approximate
         ok = _link(texts[i], texts[i + 1], approx, i + 1 == len(chain.rels), texts)
+        if ok is False and mods and _residue(texts[i], texts[i + 1], mods):
+            continue
         if ok is False and _running(_eval(_mixed(texts[i], "+")), b):
             continue
         if ok is False and _whole_division(texts[i], texts[i + 1]):
@@ -279,11 +329,14 @@ def check_claims(step: str) -> list[Claim]:
     try:
         claims = _annotations(step)
         chains = find_chains(rewrite(_ANNOT_ANY.sub(" ", step)))
+        mods = moduli(step)
         for ch in chains[:MAX_CLAIMS]:
-            ok, value = check_chain(ch)
+            ok, value = check_chain(ch, mods)
             if ok is not None:
                 text = " = ".join(ch.side_text(i) for i in range(len(ch.sides)))
                 claims.append(Claim(text, ok, value, _operands(ch)))
         return claims + _named(chains[:MAX_CLAIMS])
     except (RecursionError, MemoryError):
+        return []
+    except Exception:  # noqa: BLE001 - a reward never raises on model text; a bug here is a miss
         return []

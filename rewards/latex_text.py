@@ -23,37 +23,46 @@ MAX_DEPTH = 12
 
 JUNK = "§"
 MIXED = "⊞"
+VAR = "ⓥ"  # prefix of a letter written in math mode: a variable, never a unit word
 _CMD = re.compile(r"\\([A-Za-z]+|.)", re.S)
 _FRACS = {"frac", "dfrac", "tfrac", "cfrac"}
 _BINOMS = {"binom", "dbinom", "tbinom"}
-_TEXTS = {"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "mathit",
-          "mathbf", "textsf", "texttt", "emph", "operatorname", "mathsf"}
+_TEXTS = {"text", "textbf", "textit", "textrm", "textnormal", "mbox", "mathrm", "textsf", "texttt",
+          "emph", "operatorname"}
 _KEEP = {"boxed": "", "fbox": "", "displaystyle": None, "left": None, "right": None,
          "big": None, "Big": None, "bigg": None, "Bigg": None, "bigl": None, "bigr": None,
-         "Bigl": None, "Bigr": None, "biggl": None, "biggr": None, "quad": None, "qquad": None,
+         "Bigl": None, "Bigr": None, "biggl": None, "biggr": None,
          "limits": None, "nolimits": None, "middle": None}
 _SIMPLE = {"times": "*", "cdot": "*", "ast": "*", "div": "/", "pi": " pi ", "approx": " ≈ ",
            "thickapprox": " ≈ ", "simeq": " ≈ ", "approxeq": " ≈ ", "circ": JUNK,
            "degree": " deg ", "%": "%", "$": "", ",": " ", "!": " ", ";": " ", ":": " ",
-           " ": " ", "\\": " ; ", "&": " ", "#": " ", "_": "_"}
+           " ": " ", "\\": " ; ", "&": JUNK, "#": JUNK, "_": "_"}
 _BOUNDS = {"neq", "ne", "leq", "le", "geq", "ge", "lt", "gt", "leqslant", "geqslant", "equiv",
            "implies", "impliedby", "Rightarrow", "rightarrow", "Longrightarrow", "longrightarrow",
            "to", "iff", "Leftrightarrow", "leftrightarrow", "mapsto", "in", "notin", "subset",
            "subseteq", "supset", "cong", "sim", "propto", "ll", "gg", "therefore", "because",
            "Leftarrow", "leftarrow", "nleq", "ngeq", "neg", "land", "lor", "wedge", "vee", "cr",
-           "newline", "hline", "item"}
+           "newline", "hline", "item", "quad", "qquad"}
 _UNICODE = str.maketrans({"×": "*", "·": "*", "⋅": "*", "∙": "*", "÷": "/", "−": "-", "–": "-",
                           "≠": ";", "≤": ";", "≥": ";", "⇒": ";", "→": ";", "⟹": ";",
                           "⟺": ";", "≡": ";", "<": ";", ">": ";", "∴": ";", "π": " pi ",
                           "²": "^2", "³": "^3", "°": " deg ", "…": JUNK, "|": JUNK, "'": JUNK,
                           "’": JUNK, "&": " ", "{": "{", "}": "}", "$": " ", "∞": JUNK, "±": JUNK,
                           "∓": JUNK, "[": JUNK, "]": JUNK, "\u00a0": " ", "≈": " ≈ ", "√": "√"})
-_THOUSANDS = re.compile(r"(?<=\d)(?:,|\{,\})(?=\d{3}(?!\d))")
+_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,)(?:\\[!,])?(?=\d{3}(?!\d))")  # 2,\!598,\!960
+_MATH = re.compile(r"\$\$[^$]{0,3000}\$\$|\\\((?:(?!\\\)).){0,3000}\\\)|\\\[(?:(?!\\\]).){0,3000}\\\]"
+                   r"|\$[^$]{0,3000}\$", re.S)
+_STAR = re.compile(r"(?<!\*)\*(?!\*)|\\ast\b|\\star\b")
+_TEX_POWER_DIGIT = re.compile(r"\^(\d)(?=\d)")
+_MATH_WORD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|operatorname|textnormal|emph|"
+                        r"texttt|textsf)\s*\{[^{}]*\}|\\[A-Za-z]+|[A-Za-z]+")
 _DOTS = re.compile(r"\.\.\.+")
 _SQRT_CHAR = re.compile(r"√\s*(\d+(?:\.\d+)?|[A-Za-z])")
 _WORD = re.compile(r"[A-Za-z]+")
 _APOSTROPHE = re.compile(r"(?<=[A-Za-z])['’](?=[a-z])")  # Sue's, don't: prose, not a prime
-_ALIGN_BREAK = re.compile(r"\\\\(?=\s*&?\s*[=≈]|\s*&?\s*\\approx)")  # \\ &= continues a chain
+# `\\ &= ...`, `\\ &\quad + ...`: the next align line continues the chain
+_ALIGN_BREAK = re.compile(r"\\\\\s*(?:&\s*(?:\\q?quad\s*)*(?=[=≈+\-]|\\approx|\\cdot|\\times)"
+                          r"|(?=[=≈]|\\approx|[+\-=]\s*&))")
 _ENV = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]*\}")
 _NTH_ROOT = re.compile(r"\\sqrt\s*\[([^\[\]{}]{1,20})\]")
 _INLINE = re.compile(r"\\[()]")
@@ -129,7 +138,7 @@ class _Rewriter:
             out.append(JUNK)
             return j
         if s[i] == "^":
-            if arg.isdigit() and len(arg) == 1:  # 2^10 in plain text means 2^{10}
+            if arg.isdigit() and s[j - 1] == arg:  # 2^10 outside math means 2^{10}
                 while j < len(s) and s[j].isdigit():
                     arg, j = arg + s[j], j + 1
             if arg in ("\\circ", "\\degree") or arg.strip() in ("\\circ", "{\\circ}"):
@@ -149,6 +158,9 @@ class _Rewriter:
 
     def command(self, s: str, i: int, depth: int, out: list[str]) -> int:
         m = _CMD.match(s, i)
+        if m is None:  # a lone backslash at the end
+            out.append(JUNK)
+            return len(s)
         name, j = m.group(1), m.end()
         if name in _FRACS:
             a, j = _arg(s, j)
@@ -192,16 +204,39 @@ class _Rewriter:
         return j
 
 
+def _mark_word(w: re.Match) -> str:
+    word = w.group(0)
+    return word if word.startswith("\\") else VAR + word
+
+
+def _math_region(m: re.Match) -> str:
+    """Inside math: letters are variables (marked `VAR`, except command names and `\\text{}`
+    words), a line break is a space, `x^24` is x^{2}4 as LaTeX reads it, and `*`, `\\ast`
+    are a defined operation (`a*b = a^2 + b`), not a product. Dollar signs that are money in
+    prose (`$5 and $3`: a digit first, no LaTeX inside) are not math."""
+    region = m.group(0)
+    single = region.startswith("$") and not region.startswith("$$")
+    body = region[1:-1] if single else region
+    if single and re.match(r"\s*\d", body) and not re.search(r"[\\^{}_]", body):
+        return region  # $3.00 (dishwasher) + $: money
+    if not (single and not re.search(r"[\\^{]", body)):
+        region = _STAR.sub(JUNK, region)
+    region = _TEX_POWER_DIGIT.sub(r"^{\1}", region).replace("\n", " ")
+    return _MATH_WORD.sub(_mark_word, region)
+
+
 def rewrite(text: str) -> str:
     """The step text with its math rewritten (see the module docstring)."""
     if not isinstance(text, str):
         return ""
     text = text[:MAX_CHARS]
+    text = text.replace("\\&", JUNK).replace("\\#", JUNK)
+    text = _MATH.sub(_math_region, text)
+    text = _ALIGN_BREAK.sub(" ", text)
     text = _BULLET.sub(" ; ", text)
     text = _INLINE.sub(" ", text)
     text = _DISPLAY.sub(" ; ", text)
     text = _ENV.sub(" ; ", text)
-    text = _ALIGN_BREAK.sub(" ", text)
     text = _INVISIBLE.sub(" ", text)
     text = _NTH_ROOT.sub(r"\\rootof{\1}", text)
     text = _APOSTROPHE.sub("", text)

@@ -1,25 +1,31 @@
-"""Rule-based PROCESS reward: check the arithmetic claims in each step of a solution.
+"""Rule-based PROCESS reward: per-step claim checks turned into reward points for GRPO.
 
-Scheme (what the trainer gets from `step_rewards`):
-1. Steps. If the text has "Step k:" markers at line starts, each step runs from one marker to
-   the next (text before the first marker is a step of its own); otherwise every non-blank
-   line is a step. Each step has a character span `[start, end)` into the completion
-   (trailing whitespace excluded) so the trainer can map it to tokens.
-2. Claims in a step:
-   - GSM8K calculator annotations `<<48/2=24>>`: the left side must evaluate to the right;
-   - equality chains `a op b = c (= d ...)` in the text (after the annotations are removed,
-     `\\frac{a}{b}`, `\\times`, `\\cdot`, `\\div`, `$` and thousands commas rewritten), where
-     the first side has an operator. Every side must evaluate, else the chain is not a claim.
-     A chain right after a multiplicative word ("half of 48 = 24") is skipped: the words
-     are part of the expression and we cannot read them.
-   Evaluation is exact (`rewards.arith`, Fractions, never floats or eval). A right-hand side
-   written as a decimal with d places is accepted if it is the exact value rounded to d
-   places (GSM8K writes `<<10/3=3.33>>`).
-3. Scores: +1 if the step has claims and all are true, -1 if any claim is false, 0 if it has
-   no checkable claim.
-4. Outcome: the last step also carries `outcome` = score_completion(completion, gold) (1.0 or
-   0.0) when a gold answer is given, else None. `StepReward.reward` is score + outcome, the
-   value to place at the step's last token.
+1. Steps (`split_steps`). With "Step k:" markers at line starts, each step runs from one marker
+   to the next (text before the first marker is a step of its own); otherwise every non-blank
+   line is a step, except that a line break inside math (`$...$`, `\\[...\\]`, an `align`)
+   does not end one. Spans `[start, end)` exclude surrounding whitespace.
+2. Checks (`check_steps`): each step's claims (`rewards.claims`: arithmetic in prose, LaTeX
+   and `<<a=b>>` annotations) give +1 (all true), -1 (one false) or 0 (none). A true claim is
+   *used* when its result feeds the final answer: its value is the answer, or an operand of a
+   later used claim (followed back from the answer, so a chain of padding that never reaches
+   the answer earns nothing).
+3. Reward points (`step_rewards`), the values process supervision places at token positions:
+   - every step with a false claim gets `-penalty` at its end;
+   - the final step gets the outcome (1.0 / 0.0) plus the credit: `credit` per step whose claims
+     are all true with at least one used, at most `max_credit` in all (< 1);
+   - steps with nothing to judge get no point of their own: their tokens share the next point.
+   Why this shape: in DeepSeekMath's normalisation (rewards normalised over all steps of the
+   group, each token summing the normalised rewards of the steps from it to the end) every
+   extra point moves a completion's advantage by (r - mean) / std, so points with no evidence
+   behind them (0 for "nothing to check") reward or punish length, not correctness. Here a
+   completion has one point per false step plus one final point, and a wrong answer's final
+   point is at most `max_credit` < 1 <= a right answer's; since a false step's point is the
+   group's lowest value, a right answer with no false claim has a higher advantage than any
+   wrong answer at every token, however the wrong one is padded (tests/test_step_padding.py).
+4. Outcome: pass `outcome=` (the `RewardResult` or score the outcome reward already computed)
+   to grade nothing twice; else, with a gold answer, `check(completion, gold, style, timeout)`
+   grades it once. The final answer that claims must feed is the outcome's `pred`, or
+   `extract_answer(completion, style)`.
 """
 
 from __future__ import annotations
@@ -28,27 +34,50 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from rewards.arith import ParseError, evaluate
+from rewards.arith import ParseError, Value, evaluate
+from rewards.claims import Claim, check_claims
+from rewards.latex_text import rewrite
 
+MAX_STEPS = 400
 _STEP_MARK = re.compile(r"(?im)^[ \t]*(?:\*\*|#+[ \t]*)?step[ \t]*\d+[ \t]*[:.)]")
-_ANNOT = re.compile(r"<<([^<>=]{1,300})=([^<>=]{1,100})>>")
-_ANNOT_ANY = re.compile(r"<<[^<>]{0,400}>>")
-_RUN = re.compile(r"[\d.()+\-*/^% =]+")
-_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
-_FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
-_BULLET = re.compile(r"(?m)^[ \t]*(?:\d+[.)]|[-*•])[ \t]+")
-_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_REMAINDER = re.compile(r"\s*(?:\\text\{\s*)?(?:r\b|rem)", re.IGNORECASE)
-_DECIMAL = re.compile(r"^\s*-?\d*\.(\d+)\s*$")
-_MULT_WORDS = ("of", "times", "twice", "half", "double", "triple", "by", "per", "x")
-_LATEX_OPS = (("\\times", "*"), ("\\cdot", "*"), ("\\div", "/"), ("×", "*"), ("÷", "/"),
-              ("−", "-"), ("–", "-"), ("\\left", ""), ("\\right", ""), ("$", ""), ("\\(", ""),
-              ("\\)", ""), ("\\[", ""), ("\\]", ""), ("\\!", ""), ("\\,", ""))
+_MATH_TOGGLE = re.compile(r"\\begin\{|\\end\{|\\\[|\\\]|\$\$|\\\(|\\\)|(?<!\\)\$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class StepRewardConfig:
+    """Values of the reward points (see the module docstring, point 3)."""
+
+    credit: float = 0.1
+    max_credit: float = 0.3
+    penalty: float = 0.5
+
+    def __post_init__(self):
+        if not (0 <= self.credit and 0 <= self.max_credit < 1 and self.penalty >= 0):
+            raise ValueError("need credit >= 0, 0 <= max_credit < 1 and penalty >= 0")
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """One step: span, +1/-1/0, its claims, how many are used toward the answer, the reason."""
+
+    start: int
+    end: int
+    score: int
+    claims: tuple[Claim, ...] = ()
+    used: int = 0
+    reason: str = ""
+
+    @property
+    def false_claims(self) -> int:
+        return sum(not c.ok for c in self.claims)
 
 
 @dataclass(frozen=True)
 class StepReward:
-    """One step: span [start, end) in the completion, score +1/-1/0, claim counts, outcome."""
+    """One reward point: span [start, end) (from the previous point's end), the step's score
+    (+1/-1/0), claim counts, `value` (credit or penalty), and on the last point the outcome.
+    `reward` = value + outcome is what goes at the point's last token."""
 
     start: int
     end: int
@@ -56,141 +85,161 @@ class StepReward:
     claims: int = 0
     false_claims: int = 0
     outcome: float | None = None
+    value: float = 0.0
 
     @property
     def reward(self) -> float:
-        return self.score + (self.outcome or 0.0)
+        return self.value + (self.outcome or 0.0)
+
+
+def _math_breaks(text: str) -> set[int]:
+    """Positions of newlines that fall inside math (they do not end a step)."""
+    inside, depth, out = False, 0, set()
+    pos = 0
+    for m in _MATH_TOGGLE.finditer(text):
+        if inside or depth:
+            out.update(i for i in range(pos, m.start()) if text[i] == "\n")
+        tok = m.group(0)
+        if tok == "\\begin{":
+            depth += 1
+        elif tok == "\\end{":
+            depth = max(0, depth - 1)
+        elif tok in ("\\[", "\\("):
+            inside = True
+        elif tok in ("\\]", "\\)"):
+            inside = False
+        else:  # $ or $$ toggles
+            inside = not inside
+        pos = m.end()
+    return out
 
 
 def split_steps(text: str) -> list[tuple[int, int]]:
-    """Character spans of the steps (see module docstring, point 1)."""
+    """Character spans of the steps (see the module docstring, point 1)."""
+    if not isinstance(text, str):
+        return []
     marks = [m.start() for m in _STEP_MARK.finditer(text)]
     if marks:
         bounds = ([0] if text[:marks[0]].strip() else []) + marks + [len(text)]
-        spans = [(a, b) for a, b in zip(bounds, bounds[1:])]
     else:
-        spans, pos = [], 0
-        for line in text.split("\n"):
-            spans.append((pos, pos + len(line)))
-            pos += len(line) + 1
+        keep = _math_breaks(text)
+        bounds = [0] + [i + 1 for i, c in enumerate(text) if c == "\n" and i not in keep] + [len(text)]
     out = []
-    for a, b in spans:
+    for a, b in zip(bounds, bounds[1:]):
         seg = text[a:b]
         if seg.strip():
-            lead = len(seg) - len(seg.lstrip())
-            out.append((a + lead, a + len(seg.rstrip())))
+            out.append((a + len(seg) - len(seg.lstrip()), a + len(seg.rstrip())))
+    return out[:MAX_STEPS]
+
+
+def _answer_values(pred: str | None) -> list[Value]:
+    """Numbers the final answer states: its value, and every number written in it."""
+    if not pred:
+        return []
+    pred = pred[:200]
+    out: list[Value] = [Fraction(x) for x in _NUMBER.findall(pred.replace(",", ""))]
+    try:
+        out.append(evaluate(rewrite(pred).replace(" ", "")))
+    except ParseError:
+        pass
     return out
 
 
-def _close(claimed_text: str, exact: Fraction, claimed: Fraction) -> bool:
-    if exact == claimed:
-        return True
-    m = _DECIMAL.match(claimed_text)
-    if m is None:
-        return False
-    return abs(exact - claimed) <= Fraction(1, 2 * 10 ** len(m.group(1)))
+def _same(a: Value, b: Value) -> bool:
+    return a == b or abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
 
 
-def _side(s: str) -> str:
-    s = s.strip().rstrip(".").rstrip()
-    return s[1:] if s.startswith(".") and not s[1:2].isdigit() else s
+def used_claims(claims: list[Claim], answer: list[Value]) -> list[bool]:
+    """For claims in text order: is each one true and feeding the answer (directly or through
+    later used claims)? Followed backwards from the answer."""
+    used = [False] * len(claims)
+    feeds: list[Value] = list(answer)
+    for i in range(len(claims) - 1, -1, -1):
+        c = claims[i]
+        if c.ok and c.value is not None and any(_same(c.value, v) for v in feeds):
+            used[i] = True
+            feeds.extend(c.operands)
+    return used
 
 
-def _check_pair(lhs: str, rhs: str) -> bool | None:
-    """True/False for a claim lhs = rhs, None when either side is not plain arithmetic.
-
-    `%` is read both as /100 and as a unit label ("9/27*100% = 33.3%"); either reading that
-    holds makes the claim true.
-    """
-    readings = [(lhs, rhs)]
-    if "%" in lhs or "%" in rhs:
-        readings.append((lhs.replace("%", ""), rhs.replace("%", "")))
-    verdict = None
-    for a, b in readings:
-        try:
-            verdict = _close(b.rstrip("%"), evaluate(a), evaluate(b)) or bool(verdict)
-        except (ParseError, ZeroDivisionError, ValueError, OverflowError):
-            continue
-        if verdict:
-            return True
-    return verdict
-
-
-def _prepare(text: str) -> str:
-    text = _ANNOT_ANY.sub("", text)
-    for old, new in _LATEX_OPS:
-        text = text.replace(old, new)
-    text = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", text)
-    for _ in range(4):  # innermost fractions first
-        text = _FRAC.sub(r"((\1)/(\2))", text)
-    text = _BULLET.sub("", text)
-    return _DIGIT_COMMA.sub("", text)
-
-
-def _glued(text: str, start: int, end: int, run: str) -> bool:
-    """Is the run only part of a longer expression (so its sides are not what they seem)?"""
-    if start > 0 and (text[start - 1].isalpha() or text[start - 1] in "}_:"):
-        return True  # "5P + 30 = 95", "2x+4 = 120", "1:2^2 = 1:4"
-    if end < len(text) and (text[end].isalpha() or text[end] in "\\{_:!"):
-        return True  # "100/5 = 5A/5", "= 4!": the last side runs on
-    prev = text[:start].rstrip()[-1:]
-    if run[:1] in "(-" and prev and (prev.isalpha() or prev in "}_"):
-        return True  # "5x -3 + 6 = ...": binary minus; "g (1/2) = 0": a function call
-    return _REMAINDER.match(text, end) is not None  # "100 / 12 = 8 R 4"
-
-
-def _chain_claims(text: str) -> list[bool]:
-    results = []
-    for m in _RUN.finditer(text):
-        run = m.group(0)
-        if "=" not in run or "==" in run:
-            continue
-        start = m.start() + len(run) - len(run.lstrip())
-        end = m.end() - (len(run) - len(run.rstrip()))
-        if _glued(text, start, end, run.strip()):
-            continue
-        before = text[max(0, start - 12): start].split()
-        if before and before[-1].lower() in _MULT_WORDS:
-            continue
-        sides = [_side(s) for s in run.split("=")]
-        while sides and not any(c.isdigit() for c in sides[0]):
-            sides.pop(0)
-        if len(sides) < 2 or not all(any(c.isdigit() for c in s) for s in sides):
-            continue
-        if sides[0][0] in "+*/^%" or sides[0].startswith(("- ", "-\t")):
-            continue  # a binary operator with its left operand in the words before
-        if not any(op in sides[0].lstrip("-") for op in "+-*/^%"):
-            continue
-        pairs = [_check_pair(a, b) for a, b in zip(sides, sides[1:])]
-        if None not in pairs:
-            results.append(all(pairs))
-    return results
-
-
-def check_step(step: str) -> tuple[int, int]:
-    """(number of claims, number of false claims) in one step's text."""
-    verdicts = []
-    for m in _ANNOT.finditer(step):
-        ok = _check_pair(_DIGIT_COMMA.sub("", m.group(1)), _DIGIT_COMMA.sub("", m.group(2)))
-        if ok is not None:
-            verdicts.append(ok)
-    verdicts += _chain_claims(_prepare(step))
-    return len(verdicts), verdicts.count(False)
-
-
-def step_rewards(completion: str, gold: str | None = None, style: str = "auto") -> list[StepReward]:
-    """Per-step process rewards with character spans (scheme in the module docstring)."""
+def check_steps(completion: str, answer: str | None = None) -> list[StepCheck]:
+    """Every step with its claims checked; `answer` (the final answer text) marks used claims."""
     if not isinstance(completion, str):
         return []
-    out = []
-    for start, end in split_steps(completion):
-        n, bad = check_step(completion[start:end])
-        score = -1 if bad else (1 if n else 0)
-        out.append(StepReward(start, end, score, n, bad))
-    if out and gold is not None:
-        from rewards.outcome import score_completion
-
-        last = out[-1]
-        out[-1] = StepReward(last.start, last.end, last.score, last.claims, last.false_claims,
-                             score_completion(completion, gold, style))
+    spans = split_steps(completion)
+    per_step = [check_claims(completion[a:b]) for a, b in spans]
+    flat = [c for cs in per_step for c in cs]
+    used = used_claims(flat, _answer_values(answer))
+    out, k = [], 0
+    for (a, b), cs in zip(spans, per_step):
+        n_used = sum(used[k:k + len(cs)])
+        k += len(cs)
+        bad = next((c for c in cs if not c.ok), None)
+        score = -1 if bad else (1 if cs else 0)
+        out.append(StepCheck(a, b, score, tuple(cs), n_used, f"false: {bad.text}" if bad else ""))
     return out
+
+
+def _outcome(completion, gold, style, timeout, outcome) -> tuple[float | None, str | None]:
+    """(score, final answer text): reuse a given outcome, else grade once (or not at all)."""
+    from rewards.extract import extract_answer
+    from rewards.outcome import RewardResult, check
+
+    if isinstance(outcome, RewardResult):
+        return float(outcome.score), outcome.pred
+    if outcome is None and gold is not None:
+        res = check(completion, gold, style, timeout=timeout)
+        return float(res.score), res.pred
+    try:
+        pred = extract_answer(completion, style)
+    except ValueError:
+        raise
+    except Exception:  # noqa: BLE001 - a reward never raises on model text
+        pred = None
+    return (None if outcome is None else float(outcome)), pred
+
+
+def step_rewards(completion: str, gold: str | None = None, style: str = "auto", *,
+                 timeout: float = 5.0, outcome=None,
+                 config: StepRewardConfig | None = None) -> list[StepReward]:
+    """Reward points for process supervision (module docstring, points 3-4). `outcome`: the
+    outcome reward's `RewardResult` or score for this completion, reused as is."""
+    if not isinstance(completion, str):
+        return []
+    cfg = config or StepRewardConfig()
+    score, pred = _outcome(completion, gold, style, timeout, outcome)
+    steps = check_steps(completion, pred)
+    if not steps:
+        return []
+    credited = sum(s.score == 1 and s.used > 0 for s in steps)
+    credit = min(cfg.max_credit, cfg.credit * credited)
+    points, start = [], steps[0].start
+    for j, s in enumerate(steps):
+        last = j == len(steps) - 1
+        if s.score >= 0 and not last:
+            continue
+        value = (-cfg.penalty if s.score < 0 else 0.0) + (credit if last else 0.0)
+        points.append(StepReward(start, s.end, s.score, len(s.claims), s.false_claims,
+                                 score if last else None, value))
+        if not last:
+            start = steps[j + 1].start
+    return points
+
+
+def steps_score(completion: str, gold: str, style: str = "auto", timeout: float = 5.0,
+                outcome=None) -> float:
+    """The registry's scalar `steps` reward: outcome x (share of judged steps that are right),
+    judged steps being those with a false claim or with true claims used toward the answer.
+    A wrong answer scores 0 whatever its steps; padding can only lower a right answer."""
+    try:
+        score, pred = _outcome(completion, gold, style, timeout, outcome)
+        if not score or not isinstance(completion, str):
+            return 0.0
+        steps = check_steps(completion, pred)
+        right = sum(s.score == 1 and s.used > 0 for s in steps)
+        wrong = sum(s.score < 0 for s in steps)
+        return float(score) * (right / (right + wrong) if right + wrong else 1.0)
+    except ValueError:
+        raise
+    except Exception:  # noqa: BLE001 - a reward never raises on model text
+        return 0.0
