@@ -43,6 +43,7 @@ _STOP = {"and", "or", "but", "so", "is", "are", "was", "were", "which", "that", 
 _GLUED_UNITS = {"cm", "mm", "km", "kg", "mg", "ml", "mL", "ft", "oz", "lb", "lbs", "hr", "hrs",
                 "min", "mins", "sec", "pm", "am", "mph", "yd"}
 _ORDINALS = {"st", "nd", "rd", "th"}
+_FUNCTION_NAMES = set("fghFGHPQpqLNSTE") | {"Var", "lcm", "gcd", "max", "min"}
 _GATE_WORDS = {"of", "times", "by", "than", "per", "over", "minus", "plus"}
 
 
@@ -91,7 +92,16 @@ def tokenize(text: str) -> list[Tok]:
     _fix_colons_and_rels(toks)
     _hyphen_lists(toks)
     _repeating_decimals(toks)
+    _double_factorials(toks)
     return toks
+
+
+def _double_factorials(toks: list[Tok]) -> None:
+    """`3!!` is a double factorial, not (3!)!."""
+    for a, b in zip(toks, toks[1:]):
+        if a.text == b.text == "!" and b.glued:
+            a.kind = b.kind = "junk"
+            a.text = b.text = JUNK
 
 
 def _repeating_decimals(toks: list[Tok]) -> None:
@@ -154,6 +164,10 @@ class _Builder:
                 self.cur.append(Tok("junk", JUNK, True))  # a binary operator missing its left side
         if tok.text == "(" and tok.kind == "op":
             self.depth += 1
+            last = self.cur[-1] if self.cur else None
+            if last is not None and last.kind == "var" and last.text in _FUNCTION_NAMES and \
+                    (tok.glued or len(last.text) > 1):
+                self.cur[-1] = Tok("junk", JUNK, last.glued)  # f(x), P(1): a function, not a product
         elif tok.text == ")" and tok.kind == "op":
             self.depth -= 1
         self.cur.append(tok)

@@ -30,9 +30,11 @@ from fractions import Fraction
 
 from rewards.arith import ParseError, Value, evaluate
 from rewards.claim_runs import Chain, Tok, find_chains
+from rewards.identities import degree, identity, proportional
 from rewards.latex_text import MIXED, rewrite
 
 MAX_CLAIMS = 200
+MAX_IDENTITY_VARIABLES = 1  # multivariate "rewrites" are too often conditions (x = a^2 - bc = b^2 - ac)
 _ANNOT = re.compile(r"<<([^<>=]{1,300})=([^<>=]{1,100})>>")
 _ANNOT_ANY = re.compile(r"<<[^<>]{0,400}>>")
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -165,6 +167,30 @@ def _readable(side: list[Tok]) -> bool:
     return any(t.kind != "unit" for t in side) and not any(t.kind in ("var", "junk") for t in side)
 
 
+def _symbolic(side: list[Tok]) -> bool:
+    """An expression with variables and nothing unreadable (`x^2 + 2 x + 1`, `2 (a + b)`)."""
+    return any(t.kind == "var" for t in side) and not any(t.kind == "junk" for t in side)
+
+
+def _symbolic_text(side: list[Tok]) -> str:
+    """Side text with multi-letter math names split into letters (`xy` is x times y)."""
+    out = []
+    for t in side:
+        if t.kind == "unit":
+            continue
+        if t.kind == "var" and "_" not in t.text and not t.text[-1].isdigit() and len(t.text) > 1:
+            out.append(" ".join(t.text))
+        else:
+            out.append(t.text)
+    return " ".join(out)
+
+
+def _operates(side: list[Tok]) -> bool:
+    """More than one term: an operator, a function, or a product written by juxtaposition."""
+    body = [t for t in side if t.kind != "unit"]
+    return _computes(side) or len(body) > 1
+
+
 def _labelled_number(chain: Chain) -> bool:
     """`Time to heat up to 400 degrees = 20 + 8`, `in 48 hours = ...`: the number names it."""
     side = chain.sides[0]
@@ -244,6 +270,31 @@ def _residue(a: str, b: str, mods: tuple[int, ...]) -> bool:
     return any(0 <= vb < m and (va - vb) % m == 0 for m in mods)
 
 
+def _names(side: list[Tok]) -> set[str]:
+    return set(_symbolic_text([t for t in side if t.kind == "var"]).split())
+
+
+def _rewriting(chain: Chain, i: int) -> bool | None:
+    """A later link `... = A = B` of a chain rewrites A; with the same variables on both
+    sides (no value substituted) it must be an identity, or, in a chain set equal to 0,
+    the same equation times a constant (`0 = -16t^2 + 80t - 36 = 4t^2 - 20t + 9`)."""
+    a, b = chain.sides[i], chain.sides[i + 1]
+    names = _names(a)
+    if names != _names(b) or len(names) > MAX_IDENTITY_VARIABLES:
+        return None
+    if any(t.kind == "var" and len(t.text) > 1 and t.text.isupper() for t in a + b):
+        return None  # AF^2 = AD * AG: lengths related by geometry, not an algebraic identity
+    ta, tb = _symbolic_text(a), _symbolic_text(b)
+    ok = identity(ta, tb)
+    if ok is False:
+        da, db = degree(ta), degree(tb)
+        if da is None or db is None or abs(da - db) > 0.5:
+            return None  # x^3 = ... = 35x - 50: a relation substituted lowers the degree
+    if ok is False and any(chain.side_text(k).strip("() ") == "0" for k in (0, len(chain.sides) - 1)):
+        return proportional(ta, tb)
+    return ok
+
+
 def check_chain(chain: Chain, mods: tuple[int, ...] = ()) -> tuple[bool | None, Value | None]:
     """(verdict, value of the last side) of one chain; verdict None when nothing is checkable.
     `mods`: moduli the step works with; a false link whose right side is the left side's
@@ -254,6 +305,11 @@ def check_chain(chain: Chain, mods: tuple[int, ...] = ()) -> tuple[bool | None, 
     rounded = bool(_ROUNDING & set(chain.after))
     for i in range(start, len(chain.rels) if not chain.listed else 0):
         a, b = chain.sides[i], chain.sides[i + 1]
+        if i >= 1 and _symbolic(a) and _symbolic(b) and _operates(a) and _operates(b):
+            ok = _rewriting(chain, i)
+            if ok is not None:
+                verdicts.append(ok)
+            continue
         if not (_readable(a) and _readable(b)) or not (_computes(a) or _computes(b)):
             continue
         if _converts_units(chain, i):
