@@ -64,6 +64,8 @@ class Chain:
     after: list[str] = field(default_factory=list)  # up to 8 words right after it
     listed: bool = False  # `2/6, 2/8 = 1/3, 1/4`: an equality of lists, not of the numbers
     gated: bool = False  # a multiplicative word right before it: the first side is partial
+    first: int = 0  # token index where the run starts
+    end: int = 0  # token index just past it
 
     def units(self, i: int) -> set[str]:
         """Unit words written inside side i (`3 days * 1 hour/day`: days, hour, day)."""
@@ -376,9 +378,15 @@ def _to_chain(run: list[Tok], toks: list[Tok], start: int, end: int) -> Chain:
     if start >= 2 and toks[start - 1].kind == "word" and toks[start - 2].text not in "(=" and \
             (toks[start - 2].kind == "num" or toks[start - 2].text == ")"):
         gated = True  # 3 Y 2 = ...: a word between two numbers is an operator we cannot read
-    return Chain(sides, rels, before, after, listed, gated)
+    return Chain(sides, rels, before, after, listed, gated, start, end)
 
 
 def find_chains(rewritten: str) -> list[Chain]:
     """Every equality chain in a rewritten step (see the module docstring)."""
-    return _Builder(tokenize(rewritten)).build()
+    return chains_and_tokens(rewritten)[0]
+
+
+def chains_and_tokens(rewritten: str) -> tuple[list[Chain], list[Tok]]:
+    """The chains and the tokens their `first`/`end` indices refer to."""
+    builder = _Builder(tokenize(rewritten))
+    return builder.build(), builder.t

@@ -1,0 +1,46 @@
+"""Predicates on the sides of an equality chain (lists of `claim_runs.Tok`)."""
+
+from __future__ import annotations
+
+from rewards.claim_runs import Tok
+from rewards.latex_text import MIXED
+
+COMPUTES = set("+-*/^!" + MIXED) | {"sqrt", "binom", "**"}
+
+
+def computes(side: list[Tok]) -> bool:
+    body = [t for t in side if t.kind != "unit"]
+    body = body[1:] if body and body[0].text == "-" else body
+    return any(t.text in COMPUTES or t.text == "%" and len(body) > 2 for t in body)
+
+
+def readable(side: list[Tok]) -> bool:
+    return any(t.kind != "unit" for t in side) and not any(t.kind in ("var", "junk") for t in side)
+
+
+def symbolic(side: list[Tok]) -> bool:
+    """An expression with variables and nothing unreadable (`x^2 + 2 x + 1`, `2 (a + b)`)."""
+    return any(t.kind == "var" for t in side) and not any(t.kind == "junk" for t in side)
+
+
+def symbolic_text(side: list[Tok]) -> str:
+    """Side text with multi-letter math names split into letters (`xy` is x times y)."""
+    out = []
+    for t in side:
+        if t.kind == "unit":
+            continue
+        if t.kind == "var" and "_" not in t.text and not t.text[-1].isdigit() and len(t.text) > 1:
+            out.append(" ".join(t.text))
+        else:
+            out.append(t.text)
+    return " ".join(out)
+
+
+def operates(side: list[Tok]) -> bool:
+    """More than one term: an operator, a function, or a product written by juxtaposition."""
+    body = [t for t in side if t.kind != "unit"]
+    return computes(side) or len(body) > 1
+
+
+def variable_names(side: list[Tok]) -> set[str]:
+    return set(symbolic_text([t for t in side if t.kind == "var"]).split())
