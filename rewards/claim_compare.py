@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rewards.arith import ParseError, Value, evaluate
+from rewards.arith import MAX_LEN, ParseError, Value, evaluate
 from rewards.latex_text import MIXED
 
 _DECIMAL = re.compile(r"^-?\d*\.(\d+)$")
@@ -80,6 +80,8 @@ def _readings(a: str, b: str, last: bool, sides: list[str]) -> list[tuple[str, s
 
 def mixed(s: str, op: str) -> str:
     """`2 ⊞ ((1)/(2))` read as (2 + 1/2) or as 2 * (1/2): the number binds to the group after it."""
+    if len(s) > MAX_LEN:
+        return s  # too long to evaluate anyway
     while MIXED in s:
         k = s.index(MIXED)
         num = re.search(r"(\d+(?:\.\d+)?)\s*$", s[:k])

@@ -72,7 +72,21 @@ class Chain:
         return {w for t in self.sides[i] if t.kind == "unit" for w in t.text.split()}
 
     def side_text(self, i: int) -> str:
-        return " ".join(t.text for t in self.sides[i] if t.kind != "unit")
+        """Arith text of side i; a fraction written without spaces (`1/2`) is one number,
+        so `1 1/2 / 1/2` is 1.5 / 0.5."""
+        toks = [t for t in self.sides[i] if t.kind != "unit"]
+        out, k = [], 0
+        while k < len(toks):
+            a = toks[k]
+            if (k + 2 < len(toks) and a.kind == "num" and toks[k + 1].text == "/" and toks[k + 1].glued
+                    and toks[k + 2].kind == "num" and toks[k + 2].glued and
+                    (k + 3 == len(toks) or toks[k + 3].text not in "^!")):
+                out.append(f"({a.text}/{toks[k + 2].text})")
+                k += 3
+            else:
+                out.append(a.text)
+                k += 1
+        return " ".join(out)
 
 
 def tokenize(text: str) -> list[Tok]:
@@ -194,11 +208,14 @@ class _Builder:
                     for t in ("(", whole.text, "+", tok.text, "/", self.t[i + 2].text, ")"):
                         self.add(Tok("num" if t[0].isdigit() else "op", t, True), i)
                     return i + 3
+                if self._thousands(i):  # $350 000: a space between groups of three digits
+                    self.cur[-1] = Tok("num", last.text + tok.text, last.glued)
+                    return i + 1
                 self.close()
             self.add(tok, i)
             return i + 1
         last = self.last()
-        if k == "op" and tok.text == "(" and last is not None and last.kind == "num" \
+        if k == "op" and tok.text == "(" and not tok.glued and last is not None and last.kind == "num" \
                 and last.text != "pi" and self._label_end(i):
             return self._label_end(i)  # 10 (initially infected) * 6: a label
         if k in ("op", "junk"):
@@ -231,6 +248,11 @@ class _Builder:
             return int(self.t[i].text) < int(self.t[i + 2].text)
         except ValueError:
             return False
+
+    def _thousands(self, i: int) -> bool:
+        prev, tok = self.t[i - 1], self.t[i]
+        return (prev.kind == "num" and prev.text.isdigit() and len(prev.text) <= 3 and
+                len(tok.text) == 3 and tok.text.isdigit() and not self._is(i + 1, "op", "/"))
 
     def operand_follows(self, i: int) -> bool:
         t = self.sig(i)
@@ -346,7 +368,9 @@ class _Builder:
 
     def _label_end(self, j: int) -> int | None:
         """End of `(words)` after `(` at j: words (and numbers among them) and no operator."""
-        if not self._is(j + 1, "word") or self.t[j + 1].text.startswith(VAR):
+        after_number = j and self.t[j - 1].kind == "num" and self.t[j - 1].text != "pi"
+        if not (self._is(j + 1, "word") or (after_number and self._is(j + 1, "num"))) or \
+                self.t[j + 1].text.startswith(VAR):
             return None
         k, long_word = j + 1, False
         while k < len(self.t) and k - j <= 8 and self.t[k].kind in ("word", "num"):

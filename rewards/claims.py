@@ -36,6 +36,7 @@ from rewards.identities import degree, identity, proportional
 from rewards.latex_text import MIXED, rewrite
 
 MAX_CLAIMS = 200
+MAX_STEP_CHARS = 20_000  # a longer step is read up to here
 MAX_IDENTITY_VARIABLES = 1  # multivariate "rewrites" are too often conditions (x = a^2 - bc = b^2 - ac)
 _ANNOT = re.compile(r"<<([^<>=]{1,300})=([^<>=]{1,100})>>")
 _ANNOT_ANY = re.compile(r"<<[^<>]{0,400}>>")
@@ -76,6 +77,8 @@ def _running(a_val: Value | None, side: list[Tok]) -> bool:
     if a_val is None:
         return False
     depth, texts = 0, [t.text for t in side if t.kind != "unit"]
+    if len(texts) > 200:
+        return False  # longer than anything we evaluate
     for k, t in enumerate(texts):
         depth += {"(": 1, ")": -1}.get(t, 0)
         if depth == 0 and k > 0 and t in ("+", "-", "*", "/") and texts[k - 1] not in "+-*/(":
@@ -109,6 +112,15 @@ def _ends_agree(chain: Chain, texts: list[str]) -> bool:
         return False
     first, last = value_of(mixed(texts[sides[0]], "+")), value_of(mixed(texts[sides[-1]], "+"))
     return first is not None and last is not None and close(texts[sides[0]], first, texts[sides[-1]], last, False)
+
+
+def _percent_share(a: str, b: str) -> bool:
+    """`48 = 100% + 20% = 120%` (of the actual number): a number matched with a share."""
+    for x, y in ((a, b), (b, a)):
+        terms = re.split(r"[+-]", x.replace(" ", ""))
+        if "%" not in y and plain_decimals(y) is not None and all(t.endswith("%") for t in terms if t):
+            return True
+    return False
 
 
 def _converts_units(chain: Chain, i: int) -> bool:
@@ -175,7 +187,7 @@ def check_chain(chain: Chain, mods: tuple[int, ...] = ()) -> tuple[bool | None, 
             continue
         if not (readable(a) and readable(b)) or not (computes(a) or computes(b)):
             continue
-        if _converts_units(chain, i):
+        if _converts_units(chain, i) or _percent_share(texts[i], texts[i + 1]):
             continue
         approx = rounded or "≈" in chain.rels[:i + 1]  # after an ≈ the chain is approximate
         ok = link(texts[i], texts[i + 1], approx, i + 1 == len(chain.rels), texts)
@@ -255,7 +267,8 @@ def check_claims(step: str) -> list[Claim]:
 
 def claims_of(step: str) -> list[Claim]:
     """`check_claims` without the safety net (tests call this so a bug shows as an error)."""
-    claims = _annotations(step)
+    step = step[:MAX_STEP_CHARS]
+    claims = _annotations(step)[:MAX_CLAIMS]
     chains, toks = chains_and_tokens(rewrite(_ANNOT_ANY.sub(" ", step)))
     chains = chains[:MAX_CLAIMS]
     mods = moduli(step)

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from rewards.code import code_reward, default_runner
 from rewards.outcome import RewardResult, check, format_reward, score_completion
-from rewards.steps import step_rewards
+from rewards.steps import steps_score
 
 RewardFn = Callable[..., float]
 
@@ -30,9 +30,9 @@ def _code(completion: str, gold: str, style: str = "auto") -> float:
 
 
 def _steps(completion: str, gold: str, style: str = "auto") -> float:
-    """Fraction of steps with checkable claims that are all true (0.0 when none are)."""
-    checked = [s for s in step_rewards(completion) if s.score != 0]
-    return sum(s.score > 0 for s in checked) / len(checked) if checked else 0.0
+    """Outcome x share of judged steps that are right (`rewards.steps.steps_score`): 0 for a
+    wrong answer however its steps look."""
+    return steps_score(completion, gold, style)
 
 
 REWARDS: dict[str, RewardFn] = {
@@ -52,13 +52,17 @@ def get_reward(name: str) -> RewardFn:
 
 
 def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "auto") -> RewardFn:
-    """REWARDS[name] with its options bound: the equivalence timeout for "correct", the
-    sandbox backend for "code" (RewardConfig.timeout / .sandbox_backend)."""
+    """REWARDS[name] with its options bound: the equivalence timeout for "correct" and
+    "steps", the sandbox backend for "code" (RewardConfig.timeout / .sandbox_backend)."""
     fn = get_reward(name)
     if name == "correct":
         def correct(completion: str, gold: str, style: str = "auto") -> float:
             return check(completion, gold, style, timeout=timeout).score
         return correct
+    if name == "steps":
+        def steps(completion: str, gold: str, style: str = "auto") -> float:
+            return steps_score(completion, gold, style, timeout=timeout)
+        return steps
     if name == "code":
         runner = partial(default_runner, backend=sandbox_backend)
 

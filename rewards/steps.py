@@ -38,7 +38,8 @@ from rewards.arith import ParseError, Value, evaluate
 from rewards.claims import Claim, check_claims
 from rewards.latex_text import rewrite
 
-MAX_STEPS = 400
+MAX_STEPS = 400  # more lines than this: the rest joins the last step
+MAX_CHECKED_CHARS = 60_000  # claims are read in the first this many characters of a completion
 _STEP_MARK = re.compile(r"(?im)^[ \t]*(?:\*\*|#+[ \t]*)?step[ \t]*\d+[ \t]*[:.)]")
 _MATH_TOGGLE = re.compile(r"\\begin\{|\\end\{|\\\[|\\\]|\$\$|\\\(|\\\)|(?<!\\)\$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -129,7 +130,9 @@ def split_steps(text: str) -> list[tuple[int, int]]:
         seg = text[a:b]
         if seg.strip():
             out.append((a + len(seg) - len(seg.lstrip()), a + len(seg.rstrip())))
-    return out[:MAX_STEPS]
+    if len(out) > MAX_STEPS:
+        out = out[:MAX_STEPS - 1] + [(out[MAX_STEPS - 1][0], out[-1][1])]
+    return out
 
 
 def _answer_values(pred: str | None) -> list[Value]:
@@ -167,7 +170,7 @@ def check_steps(completion: str, answer: str | None = None) -> list[StepCheck]:
     if not isinstance(completion, str):
         return []
     spans = split_steps(completion)
-    per_step = [check_claims(completion[a:b]) for a, b in spans]
+    per_step = [check_claims(completion[a:b]) if a < MAX_CHECKED_CHARS else [] for a, b in spans]
     flat = [c for cs in per_step for c in cs]
     used = used_claims(flat, _answer_values(answer))
     out, k = [], 0
