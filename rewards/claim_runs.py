@@ -61,7 +61,7 @@ class Chain:
     sides: list[list[Tok]]
     rels: list[str]
     before: list[str] = field(default_factory=list)  # up to 4 words right before the run
-    after: list[str] = field(default_factory=list)  # up to 8 words right after it
+    after: list[str] = field(default_factory=list)  # the words after it, to the sentence's end
     listed: bool = False  # `2/6, 2/8 = 1/3, 1/4`: an equality of lists, not of the numbers
     gated: bool = False  # a multiplicative word right before it: the first side is partial
     first: int = 0  # token index where the run starts
@@ -395,7 +395,12 @@ def _to_chain(run: list[Tok], toks: list[Tok], start: int, end: int) -> Chain:
     while k >= 0 and len(before) < 4 and toks[k].kind == "word":
         before.insert(0, toks[k].text.lower())
         k -= 1
-    after = [t.text.lower() for t in toks[end:end + 10] if t.kind == "word"][:8]
+    after = []
+    for t in toks[end:end + 40]:  # the words to the end of the sentence
+        if t.kind == "punct" and t.text in ".?":
+            break
+        if t.kind == "word":
+            after.append(t.text.lower())
     gated = bool(before) and before[-1] in _GATE_WORDS
     comma = lambda k: 0 <= k < len(toks) and toks[k].text == ","
     listed = comma(start - 1) and comma(end)

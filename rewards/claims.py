@@ -177,7 +177,7 @@ def check_chain(chain: Chain, mods: tuple[int, ...] = ()) -> tuple[bool | None, 
     texts = [chain.side_text(i) for i in range(len(chain.sides))]
     verdicts = []
     start = 1 if chain.gated or _labelled_number(chain) else 0
-    rounded = bool(_ROUNDING & set(chain.after))
+    rounded = bool(_ROUNDING & set(chain.after[:8]))
     for i in range(start, len(chain.rels) if not chain.listed else 0):
         a, b = chain.sides[i], chain.sides[i + 1]
         if i >= 1 and symbolic(a) and symbolic(b) and operates(a) and operates(b):

@@ -39,7 +39,8 @@ from rewards.claims import Claim, check_claims
 from rewards.latex_text import rewrite
 
 MAX_STEPS = 400  # more lines than this: the rest joins the last step
-MAX_CHECKED_CHARS = 60_000  # claims are read in the first this many characters of a completion
+MAX_CHECKED_CHARS = 60_000
+MAX_FEEDS = 2_000  # claims are read in the first this many characters of a completion
 _STEP_MARK = re.compile(r"(?im)^[ \t]*(?:\*\*|#+[ \t]*)?step[ \t]*\d+[ \t]*[:.)]")
 _MATH_TOGGLE = re.compile(r"\\begin\{|\\end\{|\\\[|\\\]|\$\$|\\\(|\\\)|(?<!\\)\$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -154,13 +155,13 @@ def _same(a: Value, b: Value) -> bool:
 
 def used_claims(claims: list[Claim], answer: list[Value]) -> list[bool]:
     """For claims in text order: is each one true and feeding the answer (directly or through
-    later used claims)? Followed backwards from the answer."""
+    later claims that do, true or not)? Followed backwards from the answer."""
     used = [False] * len(claims)
     feeds: list[Value] = list(answer)
     for i in range(len(claims) - 1, -1, -1):
         c = claims[i]
-        if c.ok and c.value is not None and any(_same(c.value, v) for v in feeds):
-            used[i] = True
+        if c.value is not None and any(_same(c.value, v) for v in feeds[:MAX_FEEDS]):
+            used[i] = c.ok
             feeds.extend(c.operands)
     return used
 

@@ -1,42 +1,139 @@
-"""Process (step) rewards: step splitting with spans, exact claim checks, the final outcome."""
+"""Process (step) rewards: step spans, claim checks per step, reward points, the outcome reused
+with the run's style and timeout, the registry `steps` reward, and bounded work on hostile text."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
-from rewards import format_reward, step_rewards
+import rewards.outcome
+from rewards import REWARDS, RewardResult, build_reward, format_reward, step_rewards
 from rewards.arith import ParseError, evaluate
-from rewards.steps import check_step
+from rewards.steps import StepRewardConfig, check_steps, split_steps, steps_score, used_claims
+from rewards.claims import check_claims
 
 SYNTH = "12 + 5 = <<12+5=17>>17\n17 * 3 = <<17*3=51>>51\n#### 51"
 
 
-def test_synthetic_solution_lines():
-    steps = step_rewards(SYNTH, gold="51")
-    assert [SYNTH[s.start:s.end] for s in steps] == SYNTH.split("\n")
-    assert [s.score for s in steps] == [1, 1, 0]
-    assert [s.claims for s in steps] == [2, 2, 0]  # annotation + the written chain
-    assert steps[-1].outcome == 1.0 and steps[0].outcome is None
-    assert [s.reward for s in steps] == [1.0, 1.0, 1.0]
+def test_right_solution_is_one_final_point_with_credit():
+    points = step_rewards(SYNTH, gold="51")
+    assert len(points) == 1  # no false claim: only the final point
+    p = points[0]
+    assert (p.start, p.end) == (0, len(SYNTH))
+    assert p.outcome == 1.0 and p.value == pytest.approx(0.2)  # two used steps x 0.1
+    assert p.reward == pytest.approx(1.2)
 
 
-def test_false_claim_and_wrong_outcome():
+def test_false_claim_gets_its_own_penalty_point():
     text = "12 + 5 = <<12+5=18>>18\n18 * 3 = <<18*3=54>>54\n#### 54"
-    steps = step_rewards(text, gold="51")
-    assert [s.score for s in steps] == [-1, 1, 0]
-    assert steps[-1].outcome == 0.0
-    assert steps[0].false_claims == 2
+    points = step_rewards(text, gold="51")
+    assert [(p.start, p.end) for p in points] == [(0, 22), (23, len(text))]
+    assert points[0].value == -0.5 and points[0].score == -1 and points[0].false_claims == 2
+    assert points[0].outcome is None
+    assert points[1].outcome == 0.0
+    assert points[1].value == pytest.approx(0.1)  # 18 * 3 = 54 is true and gives the answer
 
 
-def test_only_the_written_chain_is_false():
-    # the annotation is right but the prose claims something else
-    n, bad = check_step("12 + 5 = 18, so <<12+5=17>>17")
-    assert (n, bad) == (2, 1)
+def test_steps_without_evidence_share_the_next_point():
+    text = "Let me think.\nFirst we add.\n2 + 2 = 5\nSo far so good.\nMore words.\n#### 5"
+    points = step_rewards(text, gold="4")
+    assert [text[p.start:p.end] for p in points] == [
+        "Let me think.\nFirst we add.\n2 + 2 = 5",
+        "So far so good.\nMore words.\n#### 5",
+    ]
+    assert [p.value for p in points] == [-0.5, 0.0]
 
 
-def test_generated_gsm_synth_solutions_all_check(tmp_path):
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="max_credit"):
+        StepRewardConfig(max_credit=1.0)
+    points = step_rewards(SYNTH, gold="51", config=StepRewardConfig(credit=0.05, max_credit=0.05))
+    assert points[-1].value == pytest.approx(0.05)
+
+
+def test_outcome_is_reused_not_regraded(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("graded twice")
+
+    monkeypatch.setattr(rewards.outcome, "check", boom)
+    given = RewardResult(1.0, "51", "")
+    assert step_rewards(SYNTH, gold="51", outcome=given)[-1].outcome == 1.0
+    assert step_rewards(SYNTH, gold="51", outcome=0.0)[-1].outcome == 0.0  # a float score works too
+    assert steps_score(SYNTH, "51", outcome=given) == 1.0
+
+
+def test_outcome_uses_the_runs_style_and_timeout(monkeypatch):
+    text = "The answer is \\boxed{5}. #### 7"
+    assert step_rewards(text, gold="7", style="gsm8k")[-1].outcome == 1.0
+    assert step_rewards(text, gold="7", style="math")[-1].outcome == 0.0
+    seen = {}
+    real = rewards.outcome.check
+
+    def spy(completion, gold, style="auto", timeout=5.0):
+        seen["timeout"], seen["style"] = timeout, style
+        return real(completion, gold, style, timeout=timeout)
+
+    monkeypatch.setattr(rewards.outcome, "check", spy)
+    step_rewards(text, "7", "gsm8k", timeout=1.5)
+    assert seen == {"timeout": 1.5, "style": "gsm8k"}
+
+
+def test_old_call_still_works():
+    points = step_rewards(SYNTH, "51")  # the pipeline's call: completion, gold
+    assert points[-1].outcome == 1.0
+    assert step_rewards(SYNTH)[-1].outcome is None  # no gold: no outcome
+
+
+def test_only_claims_that_feed_the_answer_earn_credit():
+    padding = "Step 1: 2 * 3 = 6\nStep 2: 4 * 5 = 20\nStep 3: 7 + 1 = 8\nStep 4: 9 - 2 = 7\n"
+    steps = check_steps(padding + "#### 17", "17")
+    assert [s.score for s in steps] == [1, 1, 1, 1]
+    assert [s.used for s in steps] == [0, 0, 0, 0]  # true but unused: no credit
+    assert step_rewards(padding + "#### 17", gold="18")[-1].reward == 0.0
+    feeding = "2 * 3 = 6\n6 + 11 = 17\n#### 17"
+    assert [s.used for s in check_steps(feeding, "17")] == [1, 1, 0]
+
+
+def test_used_claims_follow_back_from_the_answer():
+    claims = check_claims("1 + 1 = 2") + check_claims("5 + 5 = 10") + check_claims("2 * 3 = 6")
+    assert used_claims(claims, [6]) == [True, False, True]
+    assert used_claims(claims, [10]) == [False, True, False]
+    assert used_claims(claims, []) == [False, False, False]
+
+
+def test_credit_is_capped():
+    chain = "".join(f"{k} + 1 = {k + 1}\n" for k in range(1, 30)) + "#### 30"
+    points = step_rewards(chain, gold="31")  # 29 true steps feed the (wrong) answer
+    assert points[-1].value == pytest.approx(0.3) and points[-1].outcome == 0.0
+
+
+def test_issue_false_claims_are_refuted():
+    for text in ["<<50%=50>>50", "half of 48 = 30", "2+2=5!", "2 + 2 = 5apples"]:
+        assert [s.score for s in check_steps(text)] == [-1], text
+
+
+def test_registry_steps_reward_reads_the_gold():
+    assert REWARDS["steps"](SYNTH, "51") == 1.0
+    assert REWARDS["steps"](SYNTH, "52") == 0.0  # a wrong answer earns nothing from its steps
+    wrong_step = "12 + 5 = 17\n17 * 3 = 50\n50 + 1 = 51\n#### 51"
+    assert REWARDS["steps"](wrong_step, "51") == pytest.approx(2 / 3)
+    bound = build_reward("steps", timeout=2.0)
+    assert bound(SYNTH, "51") == 1.0 and bound(SYNTH, "50") == 0.0
+
+
+def test_split_steps_markers_lines_and_math():
+    text = "Intro words.\nStep 1: 3 + 4 = 7\nmore of step one\nStep 2: 7 * 2 = 15\n"
+    assert [text[a:b] for a, b in split_steps(text)] == [
+        "Intro words.", "Step 1: 3 + 4 = 7\nmore of step one", "Step 2: 7 * 2 = 15"]
+    text = "so $1 - \\frac{1}{2} -\n\\frac{1}{5} = \\frac{3}{10}$.\nNext line."
+    spans = split_steps(text)
+    assert len(spans) == 2 and text[spans[0][0]:spans[0][1]].endswith("$.")
+    assert [s.score for s in check_steps(text)] == [1, 0]
+
+
+def test_generated_gsm_synth_solutions_all_check():
     from pipeline.config import DataConfig
     from pipeline.synth import generate
 
@@ -44,49 +141,49 @@ def test_generated_gsm_synth_solutions_all_check(tmp_path):
                               synth_ops=["+", "-", "*", "/"])
     train, _ = generate(cfg)
     for rec in train:
-        steps = step_rewards(rec["solution"], gold=rec["answer"], style="gsm8k")
+        steps = check_steps(rec["solution"], rec["answer"])
         assert all(s.score == 1 for s in steps[:-1]), rec["solution"]
-        assert steps[-1].outcome == 1.0
+        assert all(s.used > 0 for s in steps[:-1]), rec["solution"]
+        points = step_rewards(rec["solution"], gold=rec["answer"], style="gsm8k")
+        assert len(points) == 1 and points[0].outcome == 1.0
         assert format_reward(rec["solution"], "gsm8k") == 1.0
 
 
-def test_step_markers_and_spans():
-    text = "Intro words.\nStep 1: 3 + 4 = 7\nmore of step one\nStep 2: 7 * 2 = 15\n"
-    steps = step_rewards(text)
-    pieces = [text[s.start:s.end] for s in steps]
-    assert pieces == ["Intro words.", "Step 1: 3 + 4 = 7\nmore of step one", "Step 2: 7 * 2 = 15"]
-    assert [s.score for s in steps] == [0, 1, -1]
-    assert steps[-1].outcome is None
-
-
-@pytest.mark.parametrize("step,expected", [
-    ("$\\frac{1}{2} + \\frac{1}{3} = \\frac{5}{6}$", (1, 0)),
-    ("$\\frac{1}{2} + \\frac{1}{3} = \\frac{2}{5}$", (1, 1)),
-    ("$3 \\times 4 = 12$ and $12 \\div 4 = 3$", (2, 0)),
-    ("0.1 + 0.2 = 0.3", (1, 0)),                  # exact, not floating point
-    ("10/3 = <<10/3=3.33>>3.33", (2, 0)),         # a decimal right side may be rounded
-    ("10/3 = 3.34", (1, 1)),
-    ("$1,000 + 5 = $1,005", (1, 0)),
-    ("2 + 3 = 5 = 6", (1, 1)),
-    ("x = 5", (0, 0)), ("5P + 30 = 95", (0, 0)), ("2x+4 = 120", (0, 0)),
-    ("half of 48 = 24", (0, 0)), ("Tenly has 68 animals + 5 = 73", (0, 0)),
-    ("1 + 1 = (lambda: 2)()", (0, 0)), ("2**3 = 8", (1, 0)), ("5/0 = 1 + 1", (0, 0)),
-    ("$5x -3 + 6 = 12 + 6$", (0, 0)), ("$g \\left( \\frac{1}{2} \\right) = 0$", (0, 0)),
-    ("$1000 \\div 9 = 111$ remainder 1", (0, 0)), ("$1 \\cdot 4 \\cdot 3 = 3!$", (0, 0)),
-    ("ratio $1:2^2=1:4$", (0, 0)), ("$\\frac 12 \\cdot 3 \\cdot 6 = 9$", (1, 0)),
-])
-def test_claims(step, expected):
-    assert check_step(step) == expected
-
-
-def test_evaluator_is_bounded_and_never_evals():
+def test_evaluator_is_exact_bounded_and_never_evals():
     assert evaluate("2^10 - (3 * 4) / 6") == 1022
     assert evaluate("25%") * 4 == 1
-    for bad in ["__import__('os')", "9^9^9^9", "2^100000", "(" * 100 + "1" + ")" * 100, "1/0", "a+1"]:
+    assert evaluate("sqrt(9/4)") == evaluate("3/2")
+    assert evaluate("binom(9, 3)") == 84 and evaluate("5!") == 120
+    assert evaluate("4 sqrt(3) / 6 sqrt(3)") == pytest.approx(2 / 3)  # a coefficient binds first
+    assert evaluate("3 x + 2", {"x": 2}) == 8
+    for bad in ["__import__('os')", "9^9^9^9", "2^100000", "(" * 100 + "1" + ")" * 100, "1/0",
+                "a+1", "31!", "binom(1000, 3)", "(-8)^(1/3)", "1" * 600]:
         with pytest.raises(ParseError):
             evaluate(bad)
 
 
-def test_step_rewards_never_raise_on_junk():
-    for junk in ["", "\n\n\n", "<<1+1=>>", "<<=>>", "= = =", "\x00" * 50, "1" * 100_000 + "=1"]:
-        assert isinstance(step_rewards(junk), list)
+HOSTILE = [
+    "", "\n\n\n", "<<1+1=>>", "<<=>>", "= = =", "\x00" * 50, "1" * 100_000 + "=1",
+    "1+1=2 " * 200_000, "1+1=2\n" * 50_000, "\\frac{" * 5000 + "1" + "}{2}" * 5000 + " = 3",
+    "(" * 10_000 + "1" + ")" * 10_000 + " + 1 = 2", "2^{2^{2^{2^{2^{100}}}}} + 1 = 5",
+    "(10^{100})! + 1 = 2", "{" * 100_000, "<<1+1=2>>" * 100_000, "\\" * 100_000,
+    "$" * 100_000 + "1+1=3", "\\(\\sqrt{\\sqrt{\\sqrt{2}}}\\) = " * 3000, "9^9^9^9^9 = 1",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_text_is_bounded_and_never_raises(text):
+    from rewards.claims import claims_of
+
+    t0 = time.monotonic()
+    points = step_rewards(text, gold="1")
+    assert isinstance(points, list) and all(p.start <= p.end <= len(text) for p in points)
+    assert len(claims_of(text)) <= 400  # the unguarded path raises nothing either
+    assert time.monotonic() - t0 < 30  # a hang guard, not a speed target
+
+
+def test_very_long_completions_keep_one_final_point_at_the_end():
+    text = "1 + 1 = 2\n" * 1000 + "#### 2"
+    points = step_rewards(text, gold="2")
+    assert points[-1].end == len(text)
+    assert len(split_steps(text)) == 400  # the rest joined the last step
