@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rewards import check, last_boxed, step_rewards
+from rewards import check, last_boxed
+from rewards.steps import check_steps
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "raw"
 # Two MATH train problems whose reference solution boxes nothing (`\boxed{}`): no gold exists.
@@ -55,7 +56,7 @@ def test_gsm8k_test_and_math500_self_consistent():
 
 
 def test_gsm8k_reference_steps_are_almost_all_true():
-    steps = [s for _, sol, _ in gsm8k("test") for s in step_rewards(sol)]
+    steps = [s for _, sol, _ in gsm8k("test") for s in check_steps(sol)]
     false = sum(s.score == -1 for s in steps)
     checked = sum(s.score != 0 for s in steps)
     assert checked > 0.6 * len(steps)
