@@ -44,7 +44,10 @@ _GLUED_UNITS = {"cm", "mm", "km", "kg", "mg", "ml", "mL", "ft", "oz", "lb", "lbs
                 "min", "mins", "sec", "pm", "am", "mph", "yd"}
 _ORDINALS = {"st", "nd", "rd", "th"}
 _FUNCTION_NAMES = set("fghFGHPQpqLNSTE") | {"Var", "lcm", "gcd", "max", "min"}
-_GATE_WORDS = {"of", "times", "by", "than", "per", "over", "minus", "plus"}
+_GATE_WORDS = {"times", "by", "than", "per", "over", "minus", "plus"}
+_PART_WORDS = {"half", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth",
+               "fifths", "tenth", "tenths", "twice", "double", "triple", "percent", "fraction",
+               "portion", "part", "share", "one", "two", "three"}
 
 
 @dataclass
@@ -304,6 +307,12 @@ class _Builder:
 
     def plain_word(self, i: int) -> int:
         tok = self.t[i]
+        last = self.last()
+        if (last is not None and last.text == "/" and len(self.cur) >= 2 and self.cur[-2].kind == "num"
+                and len(tok.text) > 1 and tok.text.islower() and tok.text not in _STOP):
+            self.cur.pop()  # $6.00/plate, 194/meter: a price per unit, the unit dropped
+            self.cur.append(Tok("unit", tok.text.lower(), True))
+            return i + 1
         if tok.glued and tok.text.lower() in _ORDINALS and self.cur is not None and self.operand_before():
             self.add(Tok("junk", JUNK, True), i)  # 1st - 5 = 6th: positions, not numbers
             return i + 1
@@ -348,8 +357,8 @@ class _Builder:
             if t.kind == "op" and t.text == "/" and self._is(j + 1, "word"):
                 j += 1  # hour/day: a unit per unit
                 t = self.t[j]
-            elif t.kind == "word" and (t.text.startswith(VAR) or self._is_variable(j)):
-                break
+            elif t.kind == "word" and (t.text.startswith(VAR) or len(t.text) == 1 or "_" in t.text):
+                break  # a variable, not a unit word
             if t.kind == "word" and not t.text.startswith(VAR) and t.text.lower() not in _STOP:
                 words += 1
                 j += 1
@@ -401,7 +410,8 @@ def _to_chain(run: list[Tok], toks: list[Tok], start: int, end: int) -> Chain:
             break
         if t.kind == "word":
             after.append(t.text.lower())
-    gated = bool(before) and before[-1] in _GATE_WORDS
+    gated = bool(before) and (before[-1] in _GATE_WORDS or
+                              before[-1] == "of" and len(before) > 1 and before[-2] in _PART_WORDS)
     comma = lambda k: 0 <= k < len(toks) and toks[k].text == ","
     listed = comma(start - 1) and comma(end)
     if start >= 2 and toks[start - 1].kind == "word" and toks[start - 2].text not in "(=" and \

@@ -24,12 +24,13 @@ def symbolic(side: list[Tok]) -> bool:
 
 
 def symbolic_text(side: list[Tok]) -> str:
-    """Side text with multi-letter math names split into letters (`xy` is x times y)."""
+    """Side text with lowercase multi-letter math names split into letters (`xy` is x times
+    y); `AB` (a segment), `a_1`, `A1` stay one name."""
     out = []
     for t in side:
         if t.kind == "unit":
             continue
-        if t.kind == "var" and "_" not in t.text and not t.text[-1].isdigit() and len(t.text) > 1:
+        if t.kind == "var" and t.text.islower() and t.text.isalpha() and len(t.text) > 1:
             out.append(" ".join(t.text))
         else:
             out.append(t.text)

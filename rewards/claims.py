@@ -131,7 +131,7 @@ def _converts_units(chain: Chain, i: int) -> bool:
         ub = ub | {"deg"}  # 990° - 720° = 270°: the last side's unit trails it
     if ("deg" in ua) != ("deg" in ub):
         return True
-    return bool(ua) and chain.side_text(i + 1).strip("() ") == "1"
+    return bool(ua) and "/" in chain.side_text(i) and chain.side_text(i + 1).strip("() ") == "1"
 
 
 def moduli(step: str) -> tuple[int, ...]:

@@ -24,13 +24,19 @@ MAX_DEGREE = 8
 Poly = list[Fraction]  # coefficients, constant term first
 
 
-def polynomial(lhs: str, rhs: str, var: str) -> Poly | None:
-    """Coefficients of lhs - rhs as a polynomial in `var`, None if it is not one (or too big)."""
+def polynomial(lhs: str, rhs: str, var: str | tuple[str, ...]) -> Poly | None:
+    """Coefficients of lhs - rhs as a polynomial in `var`, None if it is not one (or too big).
+    Several variables: the polynomial along a fixed generic line through them (a
+    polynomial in several variables is one along every line; a fraction with a variable
+    below the bar almost never is)."""
+    names = (var,) if isinstance(var, str) else tuple(var)
+    line = [(Fraction(3 + 2 * k, 7 + k), Fraction(5 + k, 11 + 3 * k)) for k in range(len(names))]
     xs = [Fraction(k) for k in range(1, MAX_DEGREE + 3)]
     ys = []
     for x in xs:
+        env = {n: (x if len(names) == 1 else a + b * x) for n, (a, b) in zip(names, line)}
         try:
-            a, b = evaluate(lhs, {var: x}), evaluate(rhs, {var: x})
+            a, b = evaluate(lhs, env), evaluate(rhs, env)
         except ParseError:
             return None
         if not (isinstance(a, Fraction) and isinstance(b, Fraction)):
@@ -112,7 +118,9 @@ _BLOCKS = ("or", "case", "cases", "if", "when", "suppose", "assume", "let", "che
            "try", "alternatively", "another", "other", "second", "but", "not", "also", "where",
            "substitut", "plug", "for", "since", "because", "given")
 MAX_GAP = 16
-
+MAX_VARIABLES = 4
+_REWRITE_CUES = ("expand", "simplif", "rearrang", "combin", "collect", "distribut", "rewrit",
+                 "mov")
 
 def _gap(toks, a_end: int, b_first: int) -> list[str]:
     return [t.text.lower() for t in toks[a_end:b_first] if t.kind in ("word", "bound")]
@@ -151,28 +159,59 @@ def _near_root(first: tuple[str, str], solved, var: str) -> bool | None:
     return lo == 0 or hi == 0 or (lo < 0) != (hi < 0)
 
 
-def equation_claims(chains, toks) -> list[tuple[str, bool]]:
-    """(text, verdict) for each equation that should follow from the one before it."""
-    from rewards.claim_sides import symbolic, symbolic_text, variable_names
+def _rewrite_only(toks, a_end: int, b_first: int) -> bool:
+    """The words between two equations say the second is the first rewritten (expand,
+    simplify, rearrange, combine, collect): the same equation, lhs - rhs up to a factor.
+    Two equations with nothing between them are usually a system, not a rewrite."""
+    if b_first - a_end > MAX_GAP:
+        return False
+    words = [w for w in _gap(toks, a_end, b_first) if w != ";"]
+    if any(w == b or (len(b) > 3 and w.startswith(b)) for w in words for b in _BLOCKS):
+        return False
+    return any(w.startswith(c) for w in words for c in _REWRITE_CUES)
+
+
+def _equations(chains):
+    """(chain, variable names) of each plain equation lhs = rhs with variables."""
+    from rewards.claim_sides import symbolic, variable_names
 
     out = []
-    equations = []
     for ch in chains:
-        if ch.rels != ["="] or not all(symbolic(s) or s and not any(t.kind in ("junk", "var") for t in s)
-                                       for s in ch.sides) or not all(ch.sides):
+        plain = lambda s: s and not any(t.kind in ("junk", "var") for t in s)
+        if ch.rels != ["="] or not all(symbolic(s) or plain(s) for s in ch.sides):
             continue
         names = variable_names(ch.sides[0]) | variable_names(ch.sides[1])
-        if len(names) == 1:
-            equations.append((ch, names.pop()))
+        if 1 <= len(names) <= MAX_VARIABLES:
+            out.append((ch, names))
+    return out
+
+
+def equation_claims(chains, toks) -> list[tuple[str, bool]]:
+    """(text, verdict) for each equation that should follow from the one before it: one
+    variable, a shared root; several variables and a bare rewrite, the same polynomial up to
+    a constant factor."""
+    from rewards.claim_sides import symbolic_text
+    from rewards.identities import proportional
+
+    out = []
+    equations = _equations(chains)
     for k, ((a, va), (b, vb)) in enumerate(zip(equations, equations[1:])):
-        if va != vb or not _joined(toks, a.end, b.first) or _solved(a) or \
+        if va != vb or _solved(a) or \
                 (k and {"or", "and"} & set(_gap(toks, equations[k - 1][0].end, a.first))):
             continue  # `x = 3` is a solution, `... or x - 9 = 0` one of several cases
         first = (symbolic_text(a.sides[0]), symbolic_text(a.sides[1]))
         second = (symbolic_text(b.sides[0]), symbolic_text(b.sides[1]))
-        ok = follows(first, second, va)
-        if ok is False and _solved(b):
-            ok = _near_root(first, b, va)
+        if len(va) == 1 and _joined(toks, a.end, b.first):
+            var = next(iter(va))
+            ok = follows(first, second, var)
+            if ok is False and _solved(b):
+                ok = _near_root(first, b, var)
+        elif len(va) > 1 and _rewrite_only(toks, a.end, b.first):
+            if polynomial(*first, tuple(sorted(va))) is None or polynomial(*second, tuple(sorted(va))) is None:
+                continue  # denominators cleared or a root taken: not a plain rewrite
+            ok = proportional(f"({first[0]}) - ({first[1]})", f"({second[0]}) - ({second[1]})")
+        else:
+            continue
         if ok is not None:
             out.append((f"{' = '.join(first)}  =>  {' = '.join(second)}", ok))
     return out
