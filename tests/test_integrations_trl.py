@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from rewards import REWARDS, check, format_reward, step_rewards
+from rewards import REWARDS, check, format_reward
 from rewards.integrations.gold import gold_answer
 from rewards.integrations.trl import (accuracy_reward, format_reward as trl_format, make_accuracy_reward,
                                       make_format_reward, steps_reward)
@@ -60,11 +60,11 @@ def test_accuracy_logs_pred_and_reason_columns():
 def test_format_and_steps_follow_the_library():
     assert trl_format(prompts=[], completions=[_chat(t) for t in TEXTS]) == [format_reward(t) for t in TEXTS]
     assert make_format_reward(style="math")(prompts=[], completions=TEXTS) == [format_reward(t, "math") for t in TEXTS]
-    got = steps_reward(prompts=[], completions=TEXTS)
-    for text, value in zip(TEXTS, got):
-        has_claims = any(s.claims for s in step_rewards(text))
-        assert value == (REWARDS["steps"](text, "") if has_claims else None), text
-    assert got[0] == 1.0 and got[2] == 0.0 and got[3] is None
+    golds = ["14", "1/2", "4", ""]
+    got = steps_reward(prompts=[], completions=TEXTS, answer=golds)
+    for text, gold, value in zip(TEXTS, golds, got):
+        assert value == (REWARDS["steps"](text, gold) if gold else None), text
+    assert got[0] == 1.0 and got[1] == 1.0 and got[2] == 0.0 and got[3] is None
 
 
 def test_names_and_pickling_as_trl_uses_them():
@@ -136,7 +136,7 @@ def test_grpo_trainer_logs_our_rewards(tiny_setup, tmp_path, conversational):
         questions = [p[0]["content"] if conversational else p for p in prompts]
         golds = [gold_answer(gold_of[q]) for q in questions]
         want_acc = [None if g is None else check(t, g).score for t, g in zip(texts, golds)]
-        want_steps = [REWARDS["steps"](t, "") if any(s.claims for s in step_rewards(t)) else None for t in texts]
+        want_steps = [None if g is None else REWARDS["steps"](t, g) for t, g in zip(texts, golds)]
         assert [_nan_is_none(x) for x in logged["accuracy"]] == want_acc
         assert logged["format"] == [format_reward(t) for t in texts]
         assert [_nan_is_none(x) for x in logged["steps"]] == want_steps
@@ -146,6 +146,6 @@ def test_grpo_trainer_logs_our_rewards(tiny_setup, tmp_path, conversational):
         assert history["rewards/accuracy/mean"] == pytest.approx(sum(scored) / len(scored))
         all_acc += want_acc
         all_steps += want_steps
-    # the run exercised every outcome: right, wrong, no gold; steps checked and not checkable
+    # the run exercised every outcome: right, wrong, no gold
     assert {1.0, 0.0, None} <= set(all_acc)
     assert None in all_steps and any(s is not None for s in all_steps)

@@ -15,8 +15,9 @@ nothing to the weighted sum). Completions are text, or a list of messages for ch
   `gold.gold_answer`); `None` for rows whose gold is empty. Also logs `<name>_pred` and
   `<name>_reason` columns to TRL's completions table.
 - format: `rewards.format_reward` (one final answer in the expected form, nothing after it).
-- steps: the fraction of steps with checkable arithmetic that is right (`REWARDS["steps"]`);
-  `None` when no step has a checkable claim.
+- steps: `REWARDS["steps"]` against the same gold column (`rewards.steps.steps_score`: the
+  outcome times the share of judged steps that are right, so a wrong answer earns nothing from
+  its steps); `None` for rows whose gold is empty.
 Make variants with `make_accuracy_reward(gold_column=..., style=...)` and the like. Nothing here
 imports TRL or torch; the functions only follow its calling convention.
 """
@@ -28,7 +29,7 @@ from typing import Sequence
 from rewards.integrations.gold import completion_text, gold_answer
 from rewards.outcome import format_reward as _format_reward
 from rewards.registry import score_batch
-from rewards.steps import step_rewards
+from rewards.steps import steps_score
 
 DEFAULT_GOLD_COLUMNS = ("answer", "solution")
 
@@ -54,7 +55,8 @@ class TRLReward:
         if self.kind == "format":
             return [_format_reward(t, self.style) for t in texts]
         if self.kind == "steps":
-            return [_steps_fraction(t) for t in texts]
+            golds = [gold_answer(g) for g in self._gold_column(kwargs, len(texts))]
+            return [None if g is None else steps_score(t, g, self.style) for t, g in zip(texts, golds)]
         return self._accuracy(texts, kwargs)
 
     def _accuracy(self, texts: list[str], columns: dict) -> list[float | None]:
@@ -84,12 +86,7 @@ class TRLReward:
                                                        "completion_ids", "environments"))
         raise KeyError(f"reward {self.__name__!r} reads the gold answer from column "
                        f"{' or '.join(map(repr, self.gold_columns))}, but the dataset has {have}; "
-                       f"pass gold_column=... to make_accuracy_reward")
-
-
-def _steps_fraction(text: str) -> float | None:
-    checked = [s for s in step_rewards(text) if s.score != 0]
-    return sum(s.score > 0 for s in checked) / len(checked) if checked else None
+                       f"pass gold_column=... to make_{self.kind}_reward")
 
 
 def make_accuracy_reward(*, gold_column: str | Sequence[str] = DEFAULT_GOLD_COLUMNS, style: str = "auto",
@@ -102,8 +99,9 @@ def make_format_reward(*, style: str = "auto", name: str = "format") -> TRLRewar
     return TRLReward("format", name=name, style=style)
 
 
-def make_steps_reward(*, name: str = "steps") -> TRLReward:
-    return TRLReward("steps", name=name)
+def make_steps_reward(*, gold_column: str | Sequence[str] = DEFAULT_GOLD_COLUMNS, style: str = "auto",
+                      name: str = "steps") -> TRLReward:
+    return TRLReward("steps", name=name, style=style, gold_column=gold_column)
 
 
 accuracy_reward = make_accuracy_reward()
