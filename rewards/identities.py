@@ -33,27 +33,32 @@ def _close(a: Value, b: Value) -> bool:
     return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)), abs(float(b)))
 
 
-def identity(lhs: str, rhs: str) -> bool | None:
-    """True if lhs = rhs for all values of their variables, False if they differ, None when
-    it cannot be decided (no variables, constants such as i or e, too many variables, or
-    the expressions cannot be evaluated at the sample points)."""
+def _pairs(lhs: str, rhs: str) -> list[tuple[Value, Value]] | None:
+    """(lhs, rhs) values at each sample point where both evaluate; None when the pair has no
+    free variables, a constant such as i or e, or too many variables."""
     names = sorted(variables(lhs) | variables(rhs))
     if not names or len(names) > MAX_VARIABLES or _CONSTANTS & set(names):
         return None
-    differ = agree = 0
+    out = []
     for point in _POINTS:
         env = dict(zip(names, point))
         try:
-            a, b = evaluate(lhs, env), evaluate(rhs, env)
+            out.append((evaluate(lhs, env), evaluate(rhs, env)))
         except ParseError:
             continue
-        if _close(a, b):
-            agree += 1
-        else:
-            differ += 1
-    if differ and not agree:
+    return out
+
+
+def identity(lhs: str, rhs: str) -> bool | None:
+    """True if lhs = rhs for all values of their variables, False if they differ, None when
+    it cannot be decided (see `_pairs`, or the expressions fail at the sample points)."""
+    pairs = _pairs(lhs, rhs)
+    if pairs is None:
+        return None
+    agree = sum(_close(a, b) for a, b in pairs)
+    if pairs and not agree:
         return False
-    if agree >= 2 and not differ:
+    if agree >= 2 and agree == len(pairs):
         return True
     return None
 
@@ -61,21 +66,10 @@ def identity(lhs: str, rhs: str) -> bool | None:
 def proportional(lhs: str, rhs: str) -> bool | None:
     """True if lhs = c * rhs for a constant c != 0 (the same equation `... = 0` scaled),
     False if not, None when undecidable (see `identity`)."""
-    names = sorted(variables(lhs) | variables(rhs))
-    if not names or len(names) > MAX_VARIABLES or _CONSTANTS & set(names):
+    pairs = _pairs(lhs, rhs)
+    if pairs is None or len(pairs) < 2 or any(a == 0 or b == 0 for a, b in pairs):
         return None
-    ratios = []
-    for point in _POINTS:
-        env = dict(zip(names, point))
-        try:
-            a, b = evaluate(lhs, env), evaluate(rhs, env)
-        except ParseError:
-            continue
-        if b == 0 or a == 0:
-            return None
-        ratios.append(a / b)
-    if len(ratios) < 2:
-        return None
+    ratios = [a / b for a, b in pairs]
     return all(_close(r, ratios[0]) for r in ratios[1:])
 
 
