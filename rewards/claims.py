@@ -33,7 +33,7 @@ from rewards.claim_runs import Chain, Tok, chains_and_tokens
 from rewards.claim_sides import computes, operates, readable, symbolic, symbolic_text, variable_names
 from rewards.equations import equation_claims
 from rewards.identities import degree, identity, proportional
-from rewards.latex_text import MIXED, rewrite
+from rewards.latex_text import rewrite
 
 MAX_CLAIMS = 200
 MAX_STEP_CHARS = 20_000  # a longer step is read up to here
