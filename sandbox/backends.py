@@ -19,12 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 WORKER = str(Path(__file__).with_name("worker.py"))
-IN_WORKER = "/opt/sandbox/worker.py"
-SECCOMP = str(Path(__file__).with_name("seccomp_filter.py"))  # imported by the worker
-IN_SECCOMP = "/opt/sandbox/seccomp_filter.py"
-IO_DIR = "/opt/sandbox/io"
+# The worker and the modules it imports from its own dir; copied (not bind-mounted) into the
+# bwrap and docker walls, so no host path of the checkout shows in /proc/self/mountinfo.
+SHIPPED = ("worker.py", "frames.py", "residue.py", "seccomp_filter.py")
+IN_DIR = "/opt/sandbox"
+IN_WORKER = f"{IN_DIR}/worker.py"
+IO_DIR = "/opt/io"
+NEUTRAL_PREFIX = "/opt/python"  # where a Python installed outside /usr appears in a wall
+MQUEUE_DIR = "/dev/mqueue"
 IMAGE = os.environ.get("MATHRL_SANDBOX_IMAGE", "mathrl-sandbox:py3.11")
 LABEL = "mathrl.sandbox"
+IMAGE_LAYOUT = "2"  # bumped when the image's file layout changes (2: Python at /opt/python)
 ALLOW_PROCESS_ENV = "MATHRL_SANDBOX_ALLOW_PROCESS"
 PYTHON_ENV = "MATHRL_SANDBOX_PYTHON"  # interpreter jobs run with; default: the host's own
 
@@ -42,6 +47,26 @@ def _interpreter() -> tuple[str, str]:
 BASE_PYTHON, BASE_PREFIX = _interpreter()
 
 
+def wall_python() -> tuple[str, tuple[str, str] | None]:
+    """(interpreter path inside a bwrap or docker wall, (host prefix, wall path) to mount).
+
+    An install under /usr comes with /usr and keeps its path. Any other is mounted (bwrap) or
+    imaged (docker) at NEUTRAL_PREFIX, so jobs do not learn where it lives on the host (the
+    loader is pointed at its lib dir, since builds often carry an absolute RUNPATH).
+    """
+    if BASE_PREFIX == "/usr" or BASE_PREFIX.startswith("/usr/"):
+        return BASE_PYTHON, None
+    rel = os.path.relpath(BASE_PYTHON, BASE_PREFIX)
+    if rel.startswith(".."):  # the binary lives outside its prefix: keep the host paths
+        return BASE_PYTHON, (BASE_PREFIX, BASE_PREFIX)
+    return f"{NEUTRAL_PREFIX}/{rel}", (BASE_PREFIX, NEUTRAL_PREFIX)
+
+
+def wall_env() -> dict[str, str]:
+    mount = wall_python()[1]
+    return {"LD_LIBRARY_PATH": f"{mount[1]}/lib"} if mount and mount[1] != mount[0] else {}
+
+
 @dataclass
 class SlotSpec:
     """What one worker unit needs: its own unprivileged uid and a scratch path."""
@@ -53,11 +78,15 @@ class SlotSpec:
     name: str = field(default_factory=lambda: "mathrl-sb-" + secrets.token_hex(6))
     host_dir: str | None = None  # process: scratch; docker: protocol FIFOs; removed on close
     fifo_dir: str | None = None  # where the worker finds the FIFOs (inside its wall)
+    pass_fds: list[int] = field(default_factory=list)  # bwrap: shipped files; closed after spawn
+    sweep_budget_s: float = 1.5  # the worker's time to clear a slot after a job (then: replaced)
 
-    def worker_cfg(self, scratch: str, drop: bool, own_userns: bool = False) -> str:
+    def worker_cfg(self, scratch: str, drop: bool, own_userns: bool = False,
+                   private_ipc: bool = True) -> str:
         return json.dumps({"uid": self.uid if drop else None, "gid": self.uid,
                            "scratch": scratch, "nproc": self.nproc, "own_userns": own_userns,
-                           "fifo_dir": self.fifo_dir})
+                           "fifo_dir": self.fifo_dir, "private_ipc": private_ipc,
+                           "mqueue_dir": MQUEUE_DIR, "sweep_budget_s": self.sweep_budget_s})
 
 
 class Backend:
@@ -125,7 +154,8 @@ class ProcessBackend(Backend):
         spec.host_dir = tempfile.mkdtemp(prefix="mathrl-sandbox-")
         if self.drops_uid:
             os.chown(spec.host_dir, spec.uid, spec.uid)
-        return [BASE_PYTHON, "-I", WORKER, spec.worker_cfg(spec.host_dir, self.drops_uid)]
+        return [BASE_PYTHON, "-I", WORKER, spec.worker_cfg(spec.host_dir, self.drops_uid,
+                                                             private_ipc=False)]
 
     def popen_kwargs(self):
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/nonexistent"}
@@ -157,12 +187,25 @@ def _bind_system(args: list[str]) -> None:
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    if not BASE_PREFIX.startswith("/usr/"):
+    mount = wall_python()[1]
+    if mount:
         # bwrap would copy the mode of private parents (/root is 0700): make them traversable
-        parts = BASE_PREFIX.strip("/").split("/")[:-1]
+        parts = mount[1].strip("/").split("/")[:-1]
         for i in range(1, len(parts) + 1):
             args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
-        args += ["--ro-bind", BASE_PREFIX, BASE_PREFIX]
+        args += ["--ro-bind", *mount]
+    for k, v in wall_env().items():
+        args += ["--setenv", k, v]
+
+
+def _ship_files(args: list[str], fds: list[int]) -> None:
+    """Copy the worker's files into the wall from open descriptors (bwrap --ro-bind-data),
+    so the mount table names no host path of the checkout."""
+    args += ["--perms", "0755", "--dir", IN_DIR]
+    for name in SHIPPED:
+        fd = os.open(Path(__file__).with_name(name), os.O_RDONLY | os.O_CLOEXEC)
+        fds.append(fd)
+        args += ["--perms", "0444", "--ro-bind-data", str(fd), f"{IN_DIR}/{name}"]
 
 
 class BwrapBackend(Backend):
@@ -183,11 +226,12 @@ class BwrapBackend(Backend):
         else:
             args += ["--unshare-user", "--disable-userns"]
         _bind_system(args)
-        args += ["--ro-bind", WORKER, IN_WORKER, "--ro-bind", SECCOMP, IN_SECCOMP,
-                 "--proc", "/proc", "--dev", "/dev",
+        if command is None:
+            _ship_files(args, spec.pass_fds)
+        args += ["--proc", "/proc", "--dev", "/dev", "--mqueue", MQUEUE_DIR,
                  "--perms", "1777", "--size", str(spec.tmp_mb << 20), "--tmpfs", "/tmp",
                  "--chdir", "/tmp"]
-        return args + (command or [BASE_PYTHON, "-I", IN_WORKER,
+        return args + (command or [wall_python()[0], "-I", IN_WORKER,
                                    spec.worker_cfg("/tmp", root, own_userns=not root)])
 
     def popen_kwargs(self):
@@ -202,13 +246,20 @@ def _bwrap_probe() -> tuple[bool, str]:
     if shutil.which("bwrap") is None:
         return False, ("bwrap not installed: `apt-get install bubblewrap` (Debian/Ubuntu) or "
                        "`dnf install bubblewrap`")
-    argv = BwrapBackend().argv(SlotSpec(), [BASE_PYTHON, "-I", "-c", "print(2+2)"])
+    # The version check catches a relocated interpreter that loaded another libpython.
+    code = "import sys, ctypes; print(sys.version)"
+    argv = BwrapBackend().argv(SlotSpec(), [wall_python()[0], "-I", "-c", code])
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        want = subprocess.run([BASE_PYTHON, "-I", "-c", code], capture_output=True,
+                              text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, f"bwrap failed to start: {e}"
-    if out.stdout.strip() != "4":
+    if out.returncode != 0 or not out.stdout.strip():
         return False, f"bwrap cannot create namespaces here: {out.stderr.strip()[:300]}"
+    if out.stdout != want:
+        return False, (f"the interpreter mounted at {wall_python()[0]} is not the host's "
+                       f"({out.stdout.strip()!r} vs {want.strip()!r})")
     return True, "bwrap works"
 
 
@@ -225,7 +276,13 @@ class DockerBackend(Backend):
         spec.host_dir = tempfile.mkdtemp(prefix="mathrl-sandbox-")
         for name in ("req", "resp"):
             os.mkfifo(os.path.join(spec.host_dir, name), 0o600)
+        code_dir = os.path.join(spec.host_dir, "code")  # a copy: no checkout path in the wall
+        os.mkdir(code_dir, 0o755)
+        for name in SHIPPED:
+            shutil.copyfile(Path(__file__).with_name(name), os.path.join(code_dir, name))
+            os.chmod(os.path.join(code_dir, name), 0o444)
         spec.fifo_dir = IO_DIR
+        env = [a for k, v in wall_env().items() for a in ("--env", f"{k}={v}")]
         mem = spec.memory_mb + 256
         return ["docker", "run", "--rm", "--name", spec.name, "--label", f"{LABEL}=1",
                 "--network", "none", "--ipc", "none", "--read-only", "--tmpfs",
@@ -233,11 +290,10 @@ class DockerBackend(Backend):
                 "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
                 "--security-opt", "no-new-privileges", "--memory", f"{mem}m",
                 "--memory-swap", f"{mem}m", "--pids-limit", str(spec.nproc * 2 + 16),
-                "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8",
-                "--mount", f"type=bind,src={WORKER},dst={IN_WORKER},readonly",
-                "--mount", f"type=bind,src={SECCOMP},dst={IN_SECCOMP},readonly",
+                "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8", *env,
+                "--mount", f"type=bind,src={code_dir},dst={IN_DIR},readonly",
                 "--mount", f"type=bind,src={spec.host_dir},dst={IO_DIR}",
-                IMAGE, BASE_PYTHON, "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
+                IMAGE, wall_python()[0], "-I", IN_WORKER, spec.worker_cfg("/tmp", True)]
 
     def kill(self, spec, proc):
         # Killing the docker client does not kill the container: remove it through the engine.
@@ -269,9 +325,12 @@ def _docker_probe() -> tuple[bool, str]:
     except Exception as e:
         return False, f"no Docker engine reachable ({type(e).__name__}); see `make test-docker`"
     try:
-        client.images.get(IMAGE)
+        image = client.images.get(IMAGE)
     except Exception:
         return False, f"engine up but image {IMAGE} missing: run `python -m sandbox build-image`"
+    if (image.labels or {}).get(f"{LABEL}.layout") != IMAGE_LAYOUT:
+        return False, (f"image {IMAGE} has an older file layout: rebuild it with "
+                       "`python -m sandbox build-image`")
     return True, "engine reachable, image present"
 
 

@@ -1,8 +1,8 @@
 """Build the docker backend's image locally, with no registry: `python -m sandbox build-image`.
 
 Default (`--from host`): a tarball holding the host's Python install (standard library only,
-no site-packages, no tests) and the shared libraries it links, at the same absolute paths, fed
-to `docker import`. There is no shell, no /etc/passwd and no package manager in the image.
+no site-packages, no tests) at /opt/python (or its own path when it lives under /usr) and the
+shared libraries it links at their system paths, fed to `docker import`. There is no shell, no /etc/passwd and no package manager in the image.
 `--from registry` instead builds `FROM python:3.11-slim` (needs a reachable registry) and links
 the host interpreter path to it so the worker command is the same.
 """
@@ -17,7 +17,7 @@ import sys
 import tarfile
 import tempfile
 
-from .backends import BASE_PREFIX, BASE_PYTHON, IMAGE
+from .backends import BASE_PREFIX, BASE_PYTHON, IMAGE, IMAGE_LAYOUT, LABEL, wall_python
 
 SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "site-packages",
              "lib2to3", "pydoc_data", "include", "share", "config-3.11-x86_64-linux-gnu"}
@@ -68,21 +68,24 @@ def build_host_tarball(path: str) -> None:
             tar.addfile(info)
         for lib in sorted(_needed_libs()):
             _add_path(tar, lib)
-        parent = os.path.dirname(BASE_PREFIX.rstrip("/"))
-        _add_path(tar, parent) if parent != "/" else None
-        tar.add(BASE_PREFIX, arcname=BASE_PREFIX.lstrip("/"), filter=_filter)
-        if os.path.realpath(BASE_PYTHON) != BASE_PYTHON:
-            tar.add(os.path.realpath(BASE_PYTHON), arcname=BASE_PYTHON.lstrip("/"))
+        python, mount = wall_python()
+        dest = mount[1] if mount else BASE_PREFIX  # /opt/python: no host path in the image
+        parent = os.path.dirname(dest.rstrip("/"))
+        if parent != "/" and parent.lstrip("/") not in tar.getnames():
+            _add_path(tar, parent)
+        tar.add(BASE_PREFIX, arcname=dest.lstrip("/"), filter=_filter)
         info = tarfile.TarInfo("etc/mathrl-sandbox")
-        data = f"python={BASE_PYTHON}\n".encode()
+        data = f"python={python}\n".encode()
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
 
 
 def build(source: str = "host", tag: str = IMAGE) -> str:
+    label = f"LABEL {LABEL}.layout={IMAGE_LAYOUT}"
+    python = wall_python()[0]
     if source == "registry":
-        dockerfile = (f"FROM python:3.11-slim\nRUN mkdir -p {os.path.dirname(BASE_PYTHON)} "
-                      f"/opt/sandbox && ln -sf /usr/local/bin/python3 {BASE_PYTHON}\n")
+        dockerfile = (f"FROM python:3.11-slim\nRUN mkdir -p {os.path.dirname(python)} "
+                      f"/opt/sandbox && ln -sf /usr/local/bin/python3 {python}\n{label}\n")
         subprocess.run(["docker", "build", "-t", tag, "-"], input=dockerfile.encode(),
                        check=True)
         return tag
@@ -92,6 +95,7 @@ def build(source: str = "host", tag: str = IMAGE) -> str:
         size = os.path.getsize(tar_path) / 1e6
         print(f"rootfs tarball: {size:.0f} MB from {BASE_PREFIX}", file=sys.stderr)
         with open(tar_path, "rb") as f:
-            subprocess.run(["docker", "import", "--change", "WORKDIR /tmp", "-", tag],
+            subprocess.run(["docker", "import", "--change", "WORKDIR /tmp", "--change", label,
+                            "-", tag],
                            stdin=f, check=True, stdout=subprocess.DEVNULL)
     return tag

@@ -7,10 +7,11 @@ killed by the backend and a fresh one on the next job.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import queue
 import select
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -20,12 +21,15 @@ from typing import Iterable, Sequence
 
 from .backends import Backend, SlotSpec, resolve
 from .cgroups import SlotCgroup
+from .frames import read_exact, read_frame, write_frame
+from .residue import wipe
 from .result import ExecResult, SandboxUnavailable
-from .worker import read_frame, write_frame
 
-GRACE_S = 3.0
+log = logging.getLogger(__name__)
+GRACE_S = 3.0  # above the worker's budget for clearing a slot after a job (worker.SWEEP_BUDGET_S)
 CGROUP_OVERHEAD_MB = 128  # the worker and its helper, on top of the job's memory_mb
 START_TIMEOUT_S = 60.0
+HOST_WIPE_S = 30.0  # removing a process slot's scratch dir on the host when the unit goes
 SECCOMP_LABEL = "seccomp denylist (namespaces, ptrace, mount, bpf, io_uring, keyrings, modules)"
 
 
@@ -41,6 +45,7 @@ class Slot:
         self._wfd = self._rfd = None
         self.isolation = backend.isolation
         self._errlog = None
+        self.recycled: list[str] = []  # why the unit was replaced after a job, oldest first
 
     def start(self) -> None:
         self.spec = SlotSpec(memory_mb=self.memory_mb)
@@ -68,6 +73,14 @@ class Slot:
 
     def _spawn(self, kw: dict) -> None:
         argv = self.backend.argv(self.spec)
+        try:
+            self._popen(argv, {**kw, "pass_fds": self.spec.pass_fds} if self.spec.pass_fds else kw)
+        finally:
+            for fd in self.spec.pass_fds:  # bwrap has read them before it started the worker
+                os.close(fd)
+            self.spec.pass_fds.clear()
+
+    def _popen(self, argv: list[str], kw: dict) -> None:
         if self.spec.fifo_dir:  # the unit talks over FIFOs in spec.host_dir, not its stdio
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=self._errlog, **kw)
@@ -86,9 +99,11 @@ class Slot:
             self.start()
         t0 = time.monotonic()
         ooms = self.cg.oom_kills() if self.cg else 0
+        payload = json.dumps({"code": req["code"], "stdin": req.get("stdin", "")}).encode()
+        head = {k: v for k, v in req.items() if k not in ("code", "stdin")}
         try:
-            write_frame(self._wfd, req)
-            res = self._read(t0 + float(req["timeout_s"]) + GRACE_S)
+            write_frame(self._wfd, {**head, "size": len(payload)}, memoryview(payload))
+            res = self._read_result(t0 + float(req["timeout_s"]) + GRACE_S)
         except (BrokenPipeError, ValueError, OSError):
             res = None
         if not isinstance(res, dict):
@@ -98,10 +113,28 @@ class Slot:
             res = {"stdout": "", "stderr": f"sandbox: worker unit killed{why}", "exit_code": -9,
                    "timed_out": timed_out, "oom": False, "output_truncated": False,
                    "duration_ms": (time.monotonic() - t0) * 1000.0}
-        res.pop("error", None)
         if self.cg and self.cg.oom_kills() > ooms:  # the kernel OOM-killed something of this job
             res["oom"] = True
+        recycle = res.pop("recycle", None)
+        if recycle:  # the job left something the worker could not remove: replace the unit
+            log.warning("sandbox %s slot replaced after a job: %s", self.backend.name, recycle)
+            self.recycled.append(recycle)
+            self.close()
         return ExecResult(backend=self.backend.name, isolation=self.isolation, **res)
+
+    def _read_result(self, deadline: float) -> dict | None:
+        """The response header and the raw stdout/stderr after it, decoded."""
+        head = self._read(deadline)
+        if not isinstance(head, dict):
+            return None
+        sizes = head.pop("sizes", [0, 0])
+        out, err = (read_exact(self._rfd, n) if n else b"" for n in sizes)
+        if out is None or err is None:
+            return None
+        error = head.pop("error", None)
+        head["stdout"] = out.decode("utf-8", "replace")
+        head["stderr"] = error or err.decode("utf-8", "replace")
+        return head
 
     def _read(self, deadline: float):
         """One frame, or None at the deadline or once the unit has exited without one."""
@@ -140,7 +173,12 @@ class Slot:
             self.cg.destroy()
             self.cg = None
         if self.spec is not None and self.spec.host_dir:
-            shutil.rmtree(self.spec.host_dir, ignore_errors=True)
+            # not shutil.rmtree: a job can leave a tree deeper than its recursion allows
+            wipe(self.spec.host_dir, time.monotonic() + HOST_WIPE_S)
+            try:
+                os.rmdir(self.spec.host_dir)
+            except OSError:
+                pass
             self.spec.host_dir = None
         if self._errlog is not None:
             self._errlog.close()

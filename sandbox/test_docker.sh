@@ -42,5 +42,6 @@ elif [ "${1:-}" = exec ]; then  # sandbox/test_docker.sh exec CMD...: any comman
     shift; "$@"
 else
     "$PY" -m pytest -q -m docker -p no:cacheprovider tests/test_sandbox_attacks.py \
-        tests/test_sandbox_behaviour.py "$@"
+        tests/test_sandbox_behaviour.py tests/test_sandbox_crossjob.py \
+        tests/test_sandbox_stranger.py "$@"
 fi

@@ -10,14 +10,23 @@ Per job, the child:
     size, CPU seconds, no core dumps;
   - runs in a fresh scratch dir with stdin from a file and stdout/stderr into pipes;
   - sees no inherited descriptors, so it cannot write to the worker's protocol pipe.
-The worker enforces wall time and the output cap itself and SIGKILLs on breach. After every
-job a helper forked with the slot uid calls kill(-1, SIGKILL) - atomic against forks, so it
-also ends fork bombs and double-forked daemons - and empties the scratch root.
+The worker enforces wall time and the output cap itself and SIGKILLs on breach.
+
+Nothing of one job reaches the next job of the slot:
+  - after every job a cheap check (`residue.Residue.find`: no child left, empty scratch dir,
+    no IPC object) runs; when it finds anything, a helper forked with the slot uid calls
+    kill(-1, SIGKILL) - atomic against forks, so it also ends fork bombs and double-forked
+    daemons - and removes what the job left (files of any mode and depth, SysV IPC objects,
+    POSIX message queues). If the slot is still not clean after two sweeps, the response
+    carries `recycle` with the reason and the host replaces the whole unit.
+  - each job is a fork of this worker, so it inherits the worker's memory: the worker never
+    holds a job's code, stdin or output in memory it does not zero before the next fork
+    (raw payloads and output live in `frames.Buf`s, scrubbed after use).
 Without root (process backend run by a normal user) the uid drop and kill(-1) are
 impossible; the worker then kills its descendant tree found through /proc (it is a child
 subreaper, so orphans come back to it). That mode is not a security boundary.
 
-Frames: 4-byte big-endian length, then UTF-8 JSON. First frame out is {"ready": true}.
+The wire format (frames after a JSON header) is in `frames.py`.
 """
 
 import ctypes
@@ -26,7 +35,6 @@ import os
 import resource
 import select
 import signal
-import struct
 import sys
 import time
 
@@ -36,6 +44,9 @@ import traceback
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I dropped the script dir
+from frames import Buf, read_frame, write_frame  # noqa: E402  (shipped next to this file)
+from residue import Residue  # noqa: E402
+
 try:
     import seccomp_filter
 except ImportError:  # the wall did not provide it: jobs run without the denylist
@@ -45,32 +56,8 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 _libc = ctypes.CDLL(None, use_errno=True)
 OOM_FLAG = b"M"
-CHUNK = 65536
-
-
-def read_frame(fd):
-    head = _read_exact(fd, 4)
-    if head is None:
-        return None
-    body = _read_exact(fd, struct.unpack(">I", head)[0])
-    return None if body is None else json.loads(body)
-
-
-def write_frame(fd, obj):
-    data = json.dumps(obj).encode()
-    view = memoryview(struct.pack(">I", len(data)) + data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exact(fd, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = os.read(fd, n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
+CHUNK = 4096  # first size of an output buffer; it doubles up to the job's output cap
+SWEEP_BUDGET_S = 1.5  # default for killing and removing leftovers; below the host's grace
 
 
 class Worker:
@@ -83,10 +70,14 @@ class Worker:
         self.can_drop = self.uid is not None and os.getuid() == 0
         # In a fresh user namespace (unprivileged bwrap) RLIMIT_NPROC counts that namespace.
         self.nproc_always = bool(cfg.get("own_userns"))
+        self.sweep_budget_s = float(cfg.get("sweep_budget_s", SWEEP_BUDGET_S))
+        self.residue = Residue(self.scratch, self.uid if self.can_drop else None,
+                               bool(cfg.get("private_ipc")), cfg.get("mqueue_dir"))
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.seccomp = _probe_seccomp()
 
-    def run_job(self, req):
+    def run_job(self, head, payload):
+        """Run one job; returns (response header, stdout Buf, stderr Buf)."""
         t0 = time.monotonic()
         stdin_path = os.path.join(self.scratch, ".stdin")
         out_r, out_w = os.pipe()
@@ -95,18 +86,18 @@ class Worker:
         pid = os.fork()
         if pid == 0:  # job child: never returns
             os.close(out_r), os.close(err_r), os.close(st_r)
-            _child(self, req, out_w, err_w, st_w, stdin_path)
+            _child(self, head, payload, out_w, err_w, st_w, stdin_path)
+        payload.scrub()  # the child has its own copy; the next job must not find this one
         for fd in (out_w, err_w, st_w):
             os.close(fd)
-        res = self._supervise(pid, req, out_r, err_r, st_r, t0)
-        self._cleanup()
+        res, out, err = self._supervise(pid, head, out_r, err_r, st_r, t0)
         res["duration_ms"] = (time.monotonic() - t0) * 1000.0
-        return res
+        return res, out, err
 
-    def _supervise(self, pid, req, out_r, err_r, st_r, t0):
-        cap = int(req.get("max_output_bytes", 65536))
-        deadline = t0 + float(req.get("timeout_s", 5.0))
-        bufs = {out_r: bytearray(), err_r: bytearray()}
+    def _supervise(self, pid, head, out_r, err_r, st_r, t0):
+        cap = int(head.get("max_output_bytes", 65536))
+        deadline = t0 + float(head.get("timeout_s", 5.0))
+        bufs = {out_r: Buf(CHUNK, cap), err_r: Buf(CHUNK, cap)}
         pidfd = os.pidfd_open(pid)
         open_fds, timed_out, truncated, status = {out_r, err_r}, False, False, None
         while status is None:
@@ -119,19 +110,18 @@ class Worker:
                 if fd == pidfd:
                     status = os.waitpid(pid, 0)[1]
                     continue
-                if _drain(fd, bufs[fd], cap, open_fds):
-                    truncated = True
+                truncated |= _drain(fd, bufs[fd], open_fds)
             if truncated:
                 break
         if status is None:
             os.kill(pid, signal.SIGKILL)
             status = os.waitpid(pid, 0)[1]
-        self._kill_descendants()  # closes pipes held by leftovers, so draining ends
+        recycle = self._clear_slot()  # also closes pipes held by leftovers, so draining ends
         end = time.monotonic() + 1.0
         while open_fds and time.monotonic() < end:
             ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
             for fd in ready:
-                truncated |= _drain(fd, bufs[fd], cap, open_fds)
+                truncated |= _drain(fd, bufs[fd], open_fds)
         os.set_blocking(st_r, False)  # a leftover writer must never block the worker
         try:
             oom = os.read(st_r, 1) == OOM_FLAG
@@ -141,47 +131,60 @@ class Worker:
             os.close(fd)
         code = os.waitstatus_to_exitcode(status)
         timed_out |= code == -signal.SIGXCPU  # threads burnt the CPU-seconds rlimit first
-        return {
-            "stdout": bytes(bufs[out_r][:cap]).decode("utf-8", "replace"),
-            "stderr": bytes(bufs[err_r][:cap]).decode("utf-8", "replace"),
-            "exit_code": code, "timed_out": timed_out, "oom": oom,
-            "output_truncated": truncated,
-        }
+        res = {"exit_code": code, "timed_out": timed_out, "oom": oom,
+               "output_truncated": truncated}
+        if recycle:
+            res["recycle"] = recycle
+        return res, bufs[out_r], bufs[err_r]
 
-    def _kill_descendants(self):
-        """End every job process; with a slot uid, one helper also empties the scratch."""
-        # Every job process descends from this worker (pid 1 of its namespace, or a child
-        # subreaper), so no child and an empty scratch mean nothing is left: skip the helper.
-        if self.can_drop and (_reap() or os.listdir(self.scratch)):
-            pid = os.fork()
-            if pid == 0:  # kill(-1) as the slot uid: every process of it, atomically
+    def _clear_slot(self):
+        """End every process the job left and remove what it left in the slot. None when the
+        slot is clean again (checked cheaply after every job), else why it is not."""
+        if not _reap() and self.residue.find() is None:
+            return None  # the common case: a few reads, no fork
+        end = time.monotonic() + self.sweep_budget_s
+        for _ in range(2):
+            self._sweep(end)
+            left = "job processes left" if _reap() else self.residue.find()
+            if left is None or time.monotonic() >= end:
+                break
+        return left
+
+    def _sweep(self, end):
+        """Kill the job's leftover processes and remove its files and IPC objects."""
+        if not self.can_drop:  # same uid as the jobs (or root without a slot uid)
+            self._kill_tree(end)
+            self.residue.remove(end)
+            return
+        pid = os.fork()
+        if pid == 0:  # as the slot uid: kill(-1) ends every process of it, atomically
+            try:
+                _drop(self.uid, self.gid)
                 try:
-                    _drop(self.uid, self.gid)
-                    try:
-                        os.kill(-1, signal.SIGKILL)
-                    except ProcessLookupError:  # nothing left to kill
-                        pass
-                    _rm_contents(self.scratch)
-                except BaseException:
-                    os._exit(1)
-                os._exit(0)
-            os.waitpid(pid, 0)
-        for _ in range(1000):
-            if not _reap():
-                return  # no children at all, so no descendants: skip the /proc scan
-            kids = _descendants(os.getpid())
-            if not kids:
-                return
-            for k in kids:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:  # nothing left to kill
+                    pass
+                self.residue.remove(end)
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        pidfd = os.pidfd_open(pid)
+        if not select.select([pidfd], [], [], max(0.0, end - time.monotonic()))[0]:
+            os.kill(pid, signal.SIGKILL)  # over budget: the host will replace the unit
+        os.close(pidfd)
+        os.waitpid(pid, 0)
+        while _reap() and time.monotonic() < end:  # the killed jobs, as they die
+            time.sleep(0.0005)
+
+    def _kill_tree(self, end):
+        """Without a slot uid: kill the worker's descendants, found through /proc."""
+        while _reap() and time.monotonic() < end:
+            for k in _descendants(os.getpid()):
                 try:
                     os.kill(k, signal.SIGKILL)
                 except OSError:
                     pass
             time.sleep(0.001)
-
-    def _cleanup(self):
-        if not self.can_drop:  # otherwise the kill helper already emptied it as the slot uid
-            _rm_contents(self.scratch)
 
 
 def _probe_seccomp():
@@ -195,17 +198,11 @@ def _probe_seccomp():
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-def _drain(fd, buf, cap, open_fds):
+def _drain(fd, buf, open_fds):
     """Read what is available; return True when the cap is exceeded."""
-    try:
-        chunk = os.read(fd, CHUNK)
-    except BlockingIOError:
-        return False
-    if not chunk:
+    if not buf.fill(fd):
         open_fds.discard(fd)
-        return False
-    buf += chunk
-    if len(buf) > cap:
+    if buf.n > buf.cap:
         open_fds.discard(fd)
         return True
     return False
@@ -217,8 +214,9 @@ def _drop(uid, gid):
     os.setuid(uid)
 
 
-def _child(w, req, out_w, err_w, st_w, stdin_path):
+def _child(w, head, payload, out_w, err_w, st_w, stdin_path):
     try:
+        req = json.loads(payload.data)
         os.setsid()
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries grant nothing
         if w.can_drop:
@@ -231,7 +229,7 @@ def _child(w, req, out_w, err_w, st_w, stdin_path):
         for src, dst in ((in_fd, 0), (out_w, 1), (err_w, 2), (st_w, 3)):
             os.dup2(src, dst)
         _close_fds_from(4)
-        _limits(req, w)
+        _limits(head, w)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
@@ -262,9 +260,9 @@ def _close_fds_from(low):
                 pass  # the listing's own descriptor, already closed
 
 
-def _limits(req, w):
-    mem = int(req.get("memory_mb", 512)) * 1024 * 1024
-    cpu = int(float(req.get("timeout_s", 5.0))) + 1
+def _limits(head, w):
+    mem = int(head["memory_mb"]) * 1024 * 1024
+    cpu = int(float(head["timeout_s"])) + 1
     fsize = int(w.fsize_mb) * 1024 * 1024
     for lim, val in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CORE, 0),
                      (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CPU, cpu),
@@ -343,28 +341,6 @@ def _reap():
             return True
 
 
-def _rm_contents(root):
-    for name in os.listdir(root):
-        path = os.path.join(root, name)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                _rm_tree(path)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-
-
-def _rm_tree(path):
-    for dirpath, dirs, files in os.walk(path, topdown=False):
-        for n in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
-            os.unlink(os.path.join(dirpath, n))
-        for d in dirs:
-            if not os.path.islink(os.path.join(dirpath, d)):
-                os.rmdir(os.path.join(dirpath, d))
-    os.rmdir(path)
-
-
 def main():
     cfg = json.loads(sys.argv[1])
     if cfg.get("fifo_dir"):  # docker: FIFOs bind-mounted from the host, no relay in between
@@ -379,16 +355,27 @@ def main():
     write_frame(rout, {"ready": True, "pid": os.getpid(), "root": worker.can_drop,
                        "seccomp": worker.seccomp})
     while True:
-        req = read_frame(rin)
-        if req is None:
+        head = read_frame(rin)
+        if head is None:
             return
+        payload = Buf(int(head["size"]))
+        if not payload.fill_exact(rin):
+            return
+        out = err = None
         try:
-            res = worker.run_job(req)
+            res, out, err = worker.run_job(head, payload)
         except Exception as e:  # a worker bug must not hang the host
-            res = {"stdout": "", "stderr": f"sandbox worker error: {e!r}", "exit_code": -1,
-                   "timed_out": False, "oom": False, "output_truncated": False,
-                   "duration_ms": 0.0, "error": True}
-        write_frame(rout, res)
+            res = {"error": f"sandbox worker error: {e!r}", "exit_code": -1, "timed_out": False,
+                   "oom": False, "output_truncated": False, "duration_ms": 0.0,
+                   "recycle": "worker error"}
+        views = [b.view() for b in (out, err) if b is not None]
+        res["sizes"] = [len(v) for v in views] or [0, 0]
+        write_frame(rout, res, *views)
+        for v in views:
+            v.release()
+        for b in (payload, out, err):
+            if b is not None:
+                b.scrub()
 
 
 if __name__ == "__main__":

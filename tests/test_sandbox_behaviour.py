@@ -164,3 +164,10 @@ def test_forked_child_exit_does_not_close_parent_pool():
 def test_jobs_do_not_share_random_state(sb):
     draws = [sb.run("import random\nprint(random.random())").stdout for _ in range(3)]
     assert len(set(draws)) == 3
+
+
+def test_job_gets_the_limits_it_asked_for(sb):
+    code = ("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20, "
+            "resource.getrlimit(resource.RLIMIT_CPU)[0])")
+    assert sb.run(code, memory_mb=300, timeout_s=7.5).stdout == "300 8\n"
+    assert sb.run(code, memory_mb=200, timeout_s=2).stdout == "200 3\n"

@@ -1,0 +1,261 @@
+"""No job can touch the next: job A plants state in a slot, job B in the same slot must not
+see it (one test per kind of state), and job A cannot leave the slot exhausted for job B.
+
+Every case runs on docker (marker `docker`, under `make test-docker`), bwrap and process, on
+a one-worker pool so that A and B share the slot. What the process backend does not contain
+(it shares the host's IPC namespace; without a per-slot uid its jobs are root and their IPC
+objects cannot be told from the host's) runs as a strict xfail; host objects a contained or
+xfailed case may leave are removed by the test itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import secrets
+
+import pytest
+
+from sandbox.backends import BACKENDS
+from sandbox.testing import BACKEND_PARAMS, open_pool
+
+IPC_KINDS = {"sysv_msg", "sysv_shm", "sysv_sem", "posix_mq", "dos_shm", "dos_mqueue"}
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def sb(request):
+    pool = open_pool(request.param, workers=1)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def ipc_keys():
+    """Fresh SysV keys and a POSIX queue name; whatever a job left under them on the host's
+    IPC namespace (process backend) is removed afterwards."""
+    keys = [0x5EC00000 + secrets.randbelow(0xFFFF) * 4 + i for i in range(4)]
+    mq = "/mathrl-" + secrets.token_hex(6)
+    yield keys, mq
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+        for key, ident in ((int(r[0]), int(r[1])) for r in rows):
+            if key in keys:
+                getattr(_libc, kind + "ctl")(ident, *((0,) if kind == "sem" else ()), 0, None)
+    _libc.mq_unlink(mq.encode())
+
+
+def gap(request, sb, kind: str) -> None:
+    """Strict xfail for what the process backend cannot contain here."""
+    if sb.backend.name == "process" and kind in IPC_KINDS and not BACKENDS["process"].drops_uid:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=(
+            "process backend: jobs run as root in the host's IPC namespace; their IPC objects "
+            "cannot be told from the host's")))
+
+
+def plant_then_probe(sb, plant: str, probe: str, *, stdin: str = "", timeout_s: float = 5.0):
+    a = sb.run(plant, stdin=stdin, timeout_s=timeout_s)
+    assert "planted" in a.stdout or a.timed_out, (a.stdout, a.stderr)
+    return sb.run(probe, timeout_s=10)
+
+
+def assert_clean(r) -> None:
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1:] == ["clean"], (r.stdout, r.stderr)
+
+
+LIBC = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+
+
+# --- state that must not carry over ---------------------------------------------------------
+
+def test_files_of_any_kind(sb):
+    plant = ("import os, socket\nopen('f', 'w').write('LEAK')\nopen('.hidden', 'w').write('LEAK')\n"
+             "os.makedirs('d/e')\nopen('d/e/g', 'w').write('LEAK')\nos.symlink('/etc', 'link')\n"
+             "os.mkfifo('fifo')\ns = socket.socket(socket.AF_UNIX)\ns.bind('sock')\n"
+             "print('planted')")
+    probe = "import os\nprint(os.listdir('.'))\nprint('clean' if not os.listdir('.') else 'LEAK')"
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def test_unreadable_directories(sb):
+    # the issue's reproduction: a chmod-000 tree the old cleanup could not enter
+    plant = ("import os\nos.makedirs('L/x')\nopen('L/x/s', 'w').write('LEAK')\n"
+             "os.chmod('L/x', 0)\nos.chmod('L', 0)\nprint('planted')")
+    probe = ("import os\ntry:\n    os.chmod('L', 0o700)\n    os.chmod('L/x', 0o700)\n"
+             "    print(open('L/x/s').read())\nexcept OSError as e:\n    print(type(e).__name__)\n"
+             "print('clean' if not os.listdir('.') else 'LEAK')")
+    r = plant_then_probe(sb, plant, probe)
+    assert_clean(r)
+    assert "LEAK\n" not in r.stdout
+
+
+def test_sysv_message_queue(sb, request, ipc_keys):
+    gap(request, sb, "sysv_msg")
+    key = ipc_keys[0][0]
+    # the issue's reproduction, plus a message waiting in the queue
+    plant = LIBC + (f"q = libc.msgget({key}, 0o1666)\nassert q >= 0, ctypes.get_errno()\n"
+                    "msg = ctypes.create_string_buffer(b'\\x01\\0\\0\\0\\0\\0\\0\\0LEAK')\n"
+                    "assert libc.msgsnd(q, msg, 4, 0) == 0\nprint('planted')")
+    probe = LIBC + f"print('clean' if libc.msgget({key}, 0) == -1 else 'LEAK')"
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def test_sysv_shared_memory(sb, request, ipc_keys):
+    gap(request, sb, "sysv_shm")
+    key = ipc_keys[0][1]
+    plant = LIBC + (f"i = libc.shmget({key}, 4096, 0o1666)\nassert i >= 0, ctypes.get_errno()\n"
+                    "libc.shmat.restype = ctypes.c_void_p\np = libc.shmat(i, None, 0)\n"
+                    "ctypes.memmove(p, b'LEAK', 4)\nprint('planted')")
+    probe = LIBC + f"print('clean' if libc.shmget({key}, 0, 0) == -1 else 'LEAK')"
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def test_sysv_semaphores(sb, request, ipc_keys):
+    gap(request, sb, "sysv_sem")
+    key = ipc_keys[0][2]
+    plant = LIBC + f"assert libc.semget({key}, 3, 0o1666) >= 0, ctypes.get_errno()\nprint('planted')"
+    probe = LIBC + f"print('clean' if libc.semget({key}, 0, 0) == -1 else 'LEAK')"
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def test_posix_message_queue(sb, request, ipc_keys):
+    gap(request, sb, "posix_mq")
+    name = ipc_keys[1].encode()
+    plant = LIBC + (f"q = libc.mq_open({name!r}, os.O_CREAT | os.O_RDWR, 0o666, None)\n"
+                    "assert q >= 0, ctypes.get_errno()\n"
+                    "assert libc.mq_send(q, b'LEAK', 4, 0) == 0\nprint('planted')")
+    probe = LIBC + f"print('clean' if libc.mq_open({name!r}, os.O_RDONLY) == -1 else 'LEAK')"
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def _tokens():
+    return {k: f"MLEAK{k}{secrets.token_hex(12)}" for k in "CIOE"}
+
+
+def test_memory_holds_nothing_of_the_previous_job(sb):
+    """Each job is a fork of the slot's worker: the worker must not keep the previous job's
+    code, stdin or output anywhere in its memory. B searches every anonymous mapping it has,
+    in place (memmem), for needles it unmasks into one buffer whose own address it skips."""
+    t = _tokens()
+    plant = (f"import sys\ncode_token = {t['C']!r}\nx = sys.stdin.read()\n"
+             f"print({t['O'][:8]!r} + {t['O'][8:]!r})\n"
+             f"print({t['E'][:8]!r} + {t['E'][8:]!r}, file=sys.stderr)\nprint('planted')")
+    masked = [bytes(c ^ 0x5A for c in t[k].encode()).hex() for k in "CIOE"]
+    probe = (LIBC + "libc.memmem.restype = ctypes.c_void_p\n"
+             "libc.memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t] * 2\nbufs = []\n"
+             f"for h in {masked!r}:\n    m = bytes.fromhex(h)\n"
+             "    b = ctypes.create_string_buffer(len(m))\n"
+             "    for i, c in enumerate(m):\n        b[i] = bytes([c ^ 0x5A])\n    bufs.append(b)\n"
+             "own = {ctypes.addressof(b) for b in bufs}\nhits, scanned = set(), 0\n"
+             "for line in open('/proc/self/maps').read().splitlines():\n    f = line.split()\n"
+             "    lo, hi = (int(x, 16) for x in f[0].split('-'))\n"
+             "    if f[1][0] != 'r' or (len(f) > 5 and f[5] not in ('[heap]', '[stack]')):\n"
+             "        continue\n    scanned += hi - lo\n"
+             "    for k, b in zip('CIOE', bufs):\n        p = lo\n        while p < hi:\n"
+             "            q = libc.memmem(p, hi - p, ctypes.addressof(b), len(b))\n"
+             "            if not q:\n                break\n"
+             "            if q not in own:\n                hits.add(k)\n            p = q + 1\n"
+             "print(scanned > 1 << 20, sorted(hits))\nprint('clean' if not hits else 'LEAK')")
+    a = sb.run(plant, stdin=t["I"])
+    assert t["O"] in a.stdout and t["E"] in a.stderr
+    r = sb.run(probe, timeout_s=20)
+    assert r.stdout.startswith("True"), (r.stdout, r.stderr)  # it really read its memory
+    assert_clean(r)
+
+
+def test_processes_and_what_they_would_do(sb):
+    token = "mathrl-xjob-" + secrets.token_hex(8)
+    # a setsid daemon that outlives A would write into B's scratch and keep the token
+    plant = ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+             "        os.execv(sys.executable, [sys.executable, '-c', 'import time\\n"
+             "while True:\\n    time.sleep(0.02)\\n    open(\"daemon\", \"w\").write(\"x\")', "
+             f"{token!r}])\n    os._exit(0)\nos.wait()\nprint('planted')")
+    probe = ("import os, time\ntime.sleep(0.3)\nfound = []\nfor p in os.listdir('/proc'):\n"
+             "    if p.isdigit():\n        try:\n"
+             "            if b'mathrl-xjob-' in open(f'/proc/{p}/cmdline', 'rb').read():\n"
+             "                found.append(p)\n        except OSError:\n            pass\n"
+             "print(found, os.listdir('.'))\n"
+             "print('clean' if not found and not os.listdir('.') else 'LEAK')")
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def test_environment_and_process_attributes(sb):
+    plant = ("import os\nos.environ['MATHRL_LEAK'] = 'x'\nos.putenv('MATHRL_LEAK2', 'x')\n"
+             "os.umask(0)\nos.chdir('/')\nprint('planted')")
+    probe = (LIBC + "libc.getenv.restype = ctypes.c_char_p\n"
+             "ok = 'MATHRL_LEAK' not in os.environ and libc.getenv(b'MATHRL_LEAK2') is None\n"
+             "ok &= os.umask(0o22) == 0o22 and os.getcwd() != '/'\nprint('clean' if ok else 'LEAK')")
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+def test_module_globals(sb):
+    plant = ("import math, sys, json, random, builtins\nmath.pi = 3\nsys.modules['json'] = None\n"
+             "sys.path.insert(0, '/tmp/evil')\nbuiltins.leaked = 1\nrandom.seed(7)\n"
+             "sys.setrecursionlimit(50)\nprint('planted')")
+    probe = ("import math, sys, json, builtins\nok = math.pi > 3.14 and json.dumps(1) == '1'\n"
+             "ok &= '/tmp/evil' not in sys.path and not hasattr(builtins, 'leaked')\n"
+             "ok &= sys.getrecursionlimit() >= 1000\nprint('clean' if ok else 'LEAK')")
+    assert_clean(plant_then_probe(sb, plant, probe))
+
+
+# --- A cannot leave the slot exhausted ------------------------------------------------------
+
+FULL_LIMITS = ("import os\nopen('w', 'wb').write(b'x' * (1 << 20))\n"
+               "assert os.path.getsize('w') == 1 << 20\nb = bytearray(400 << 20)\n"
+               "for j in range(0, len(b), 4096):\n    b[j] = 1\ndel b\nkids = []\nfor _ in range(40):\n"
+               "    pid = os.fork()\n    if pid == 0:\n        import time; time.sleep(0.5); os._exit(0)\n"
+               "    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\nprint('clean')")
+
+FILL_000 = ("import os\nos.makedirs('L/x')\n"
+            "for i in range(5):\n    with open(f'L/x/{i}', 'wb') as f:\n"
+            "        try:\n            f.write(b'x' * (63 << 20))\n        except OSError:\n"
+            "            break\nos.chmod('L/x', 0)\nos.chmod('L', 0)\nprint('planted')\n")
+
+
+def big_shm(key: int) -> str:
+    """A SysV segment of 360 MB, touched: with B's 400 MB it passes the slot's memory cap
+    (bwrap: 512 + 128 MB cgroup; docker: 512 + 256 MB container). The issue's 200 MB fits
+    next to 400 MB in a bwrap slot here, so it could not show the leak."""
+    return LIBC + (f"i = libc.shmget({key}, 360 << 20, 0o1600)\nassert i >= 0, ctypes.get_errno()\n"
+                   "libc.shmat.restype = ctypes.c_void_p\np = libc.shmat(i, None, 0)\n"
+                   "ctypes.memset(p, 1, 360 << 20)\nprint('planted')\n")
+
+
+def test_full_disk_in_unreadable_dirs_is_freed(sb):
+    assert_clean(plant_then_probe(sb, FILL_000, FULL_LIMITS, timeout_s=20))
+
+
+def test_large_shared_memory_segment_is_freed(sb, request, ipc_keys):
+    gap(request, sb, "dos_shm")
+    assert_clean(plant_then_probe(sb, big_shm(ipc_keys[0][3]), FULL_LIMITS))
+
+
+def test_leftover_processes_do_not_eat_the_limits(sb):
+    plant = ("import os, time\nfor _ in range(50):\n    if os.fork() == 0:\n        os.setsid()\n"
+             "        b = b'x' * (8 << 20)\n        time.sleep(60)\n        os._exit(0)\n"
+             "print('planted')")
+    assert_clean(plant_then_probe(sb, plant, FULL_LIMITS))
+
+
+def test_a_timed_out_job_leaves_nothing_either(sb, request, ipc_keys):
+    gap(request, sb, "dos_shm")
+    plant = FILL_000 + big_shm(ipc_keys[0][3]) + "import sys\nsys.stdout.flush()\nwhile True:\n    pass"
+    a = sb.run(plant, timeout_s=4)
+    assert a.timed_out and "planted" in a.stdout, a.stderr
+    assert_clean(sb.run(FULL_LIMITS, timeout_s=10))
+
+
+def test_message_queue_quota_is_given_back(sb, request, ipc_keys):
+    gap(request, sb, "dos_mqueue")
+    # RLIMIT_MSGQUEUE (800 KB by default) is per uid: A takes it all, B needs one queue
+    name = ipc_keys[1]
+    plant = LIBC + ("n = 0\nfor i in range(64):\n"
+                    f"    if libc.mq_open(f'{name}-{{i}}'.encode(), os.O_CREAT | os.O_RDWR, 0o600, None) < 0:\n"
+                    "        break\n    n += 1\nprint('planted', n)")
+    probe = LIBC + (f"q = libc.mq_open({name!r}.encode() + b'-b', os.O_CREAT | os.O_RDWR, 0o600, None)\n"
+                    f"libc.mq_unlink({name!r}.encode() + b'-b')\nprint('clean' if q >= 0 else 'LEAK')")
+    try:
+        assert_clean(plant_then_probe(sb, plant, probe))
+    finally:
+        for i in range(64):
+            _libc.mq_unlink(f"{name}-{i}".encode())
