@@ -2,7 +2,10 @@
 available here, against a naive `subprocess.run([python, "-c", code])` measured in the same run.
 
 Prints ratios (naive / backend: > 1 means the backend is faster). Targets from issue 4 for the
-default backend: median <= 15 ms per `print(1+1)` and >= 80 jobs/s with 2 workers.
+default backend: median <= 15 ms per `print(1+1)` and >= 80 jobs/s with 2 workers (with the
+per-job slot check of issue 16 on). Then, per backend, what a job that leaves state behind
+costs (a chmod-000 dir with a file, a SysV message queue, a daemon: the sweep after it) and
+what replacing a unit costs (the fallback when a slot cannot be cleared).
 
     python -m sandbox bench [--jobs 200] [--backends bwrap,process]
 """
@@ -16,9 +19,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from . import Sandbox, available_backends
-from .backends import BASE_PYTHON, resolve
+from .backends import BACKENDS, BASE_PYTHON, resolve
 
 CODE = "print(1+1)"
+DIRTY = ("import ctypes, os, time\nos.makedirs('L/x')\nopen('L/x/f', 'w').write('x')\n"
+         "os.chmod('L/x', 0)\nos.chmod('L', 0)\n{ipc}"
+         "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint(1+1)")
+QUEUE = "ctypes.CDLL(None).msgget(0, 0o1600)\n"
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -57,6 +64,27 @@ def measure_backend(name: str, jobs: int) -> dict:
     return {"median": statistics.median(lat), "p99": _pct(lat, 0.99), "jobs_s": rate}
 
 
+def measure_leftovers(name: str, jobs: int) -> tuple[float, float]:
+    """(median ms of a job that leaves state behind, median ms to replace a unit)."""
+    # no queue where jobs are root in the host's IPC namespace: nothing would remove it
+    root_jobs = name == "process" and not BACKENDS["process"].drops_uid
+    code = DIRTY.format(ipc="" if root_jobs else QUEUE)
+    with Sandbox(name, workers=1) as sb:
+        lat = []
+        for _ in range(jobs):
+            t = time.perf_counter()
+            r = sb.run(code)
+            lat.append((time.perf_counter() - t) * 1000)
+            assert r.stdout == "2\n" and sb.run("import os\nprint(os.listdir('.'))").stdout == "[]\n"
+        slot, restart = sb._slots[0], []
+        for _ in range(5):
+            t = time.perf_counter()
+            slot.close()
+            slot.start()
+            restart.append((time.perf_counter() - t) * 1000)
+    return statistics.median(lat), statistics.median(restart)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sandbox bench",
                                  description="per-job latency and jobs/s vs naive subprocess")
@@ -80,6 +108,10 @@ def main(argv=None) -> int:
         default = resolve("auto").name
     except Exception:
         default = None
+    print(f"\n{'backend':<18}{'job leaving state ms':>22}{'unit replacement ms':>21}")
+    for n in names:
+        dirty, restart = measure_leftovers(n, max(10, args.jobs // 10))
+        print(f"{n:<18}{dirty:>22.1f}{restart:>21.1f}")
     res = dict(rows)
     if default in res:
         m = res[default]
