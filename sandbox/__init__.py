@@ -15,7 +15,9 @@ per-slot uid; docker adds pids.max), output size (killed past `max_output_bytes`
 filesystem (only /usr and the Python install, read-only, plus a private tmpfs scratch that is
 emptied after every job), the network (own empty network namespace), other jobs and the
 worker (jobs run as an unprivileged uid of their own, no-new-privileges, no inherited fds),
-daemons (after each job every process of the slot uid is killed).
+daemons (after each job every process of the slot uid is killed), the next job (a job's
+files of any mode, SysV IPC objects, POSIX queues, processes and its code, stdin and output in
+the worker's memory are gone before the next job of the slot starts, or the slot is replaced).
 
 Each bwrap/process slot also gets its own memory + pids cgroup when the host allows it (v1,
 or delegated v2); docker uses the engine's cgroup.
