@@ -89,33 +89,25 @@ def test_unreadable_directories(sb):
     assert "LEAK\n" not in r.stdout
 
 
-def test_sysv_message_queue(sb, request, ipc_keys):
-    gap(request, sb, "sysv_msg")
-    key = ipc_keys[0][0]
-    # the issue's reproduction, plus a message waiting in the queue
-    plant = LIBC + (f"q = libc.msgget({key}, 0o1666)\nassert q >= 0, ctypes.get_errno()\n"
-                    "msg = ctypes.create_string_buffer(b'\\x01\\0\\0\\0\\0\\0\\0\\0LEAK')\n"
-                    "assert libc.msgsnd(q, msg, 4, 0) == 0\nprint('planted')")
-    probe = LIBC + f"print('clean' if libc.msgget({key}, 0) == -1 else 'LEAK')"
-    assert_clean(plant_then_probe(sb, plant, probe))
+SYSV = {  # kind: (create and fill one with {key}, look it up by {key} in the next job)
+    # the message queue is the issue's reproduction, plus a message waiting in it
+    "msg": ("q = libc.msgget({key}, 0o1666)\nassert q >= 0, ctypes.get_errno()\n"
+            "msg = ctypes.create_string_buffer(b'\\x01\\0\\0\\0\\0\\0\\0\\0LEAK')\n"
+            "assert libc.msgsnd(q, msg, 4, 0) == 0\n", "libc.msgget({key}, 0)"),
+    "shm": ("i = libc.shmget({key}, 4096, 0o1666)\nassert i >= 0, ctypes.get_errno()\n"
+            "libc.shmat.restype = ctypes.c_void_p\np = libc.shmat(i, None, 0)\n"
+            "ctypes.memmove(p, b'LEAK', 4)\n", "libc.shmget({key}, 0, 0)"),
+    "sem": ("assert libc.semget({key}, 3, 0o1666) >= 0, ctypes.get_errno()\n",
+            "libc.semget({key}, 0, 0)"),
+}
 
 
-def test_sysv_shared_memory(sb, request, ipc_keys):
-    gap(request, sb, "sysv_shm")
-    key = ipc_keys[0][1]
-    plant = LIBC + (f"i = libc.shmget({key}, 4096, 0o1666)\nassert i >= 0, ctypes.get_errno()\n"
-                    "libc.shmat.restype = ctypes.c_void_p\np = libc.shmat(i, None, 0)\n"
-                    "ctypes.memmove(p, b'LEAK', 4)\nprint('planted')")
-    probe = LIBC + f"print('clean' if libc.shmget({key}, 0, 0) == -1 else 'LEAK')"
-    assert_clean(plant_then_probe(sb, plant, probe))
-
-
-def test_sysv_semaphores(sb, request, ipc_keys):
-    gap(request, sb, "sysv_sem")
-    key = ipc_keys[0][2]
-    plant = LIBC + f"assert libc.semget({key}, 3, 0o1666) >= 0, ctypes.get_errno()\nprint('planted')"
-    probe = LIBC + f"print('clean' if libc.semget({key}, 0, 0) == -1 else 'LEAK')"
-    assert_clean(plant_then_probe(sb, plant, probe))
+@pytest.mark.parametrize("kind", SYSV)
+def test_sysv_ipc_object(sb, request, ipc_keys, kind):
+    gap(request, sb, "sysv_" + kind)
+    create, lookup = (c.format(key=ipc_keys[0][0]) for c in SYSV[kind])
+    probe = LIBC + f"print('clean' if {lookup} == -1 else 'LEAK')"
+    assert_clean(plant_then_probe(sb, LIBC + create + "print('planted')", probe))
 
 
 def test_posix_message_queue(sb, request, ipc_keys):
