@@ -27,7 +27,7 @@ def _worker(rank: int, port: int, args, out) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    from pipeline.grpo import fsdp
+    from pipeline.parallel import fsdp
     from pipeline.models import load_policy
     from pipeline.rollout.base import SamplingParams
     from pipeline.rollout.hf_engine import HFEngine

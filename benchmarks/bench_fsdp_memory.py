@@ -2,7 +2,7 @@
 
 Builds a ~50M-parameter Qwen2-architecture model the way ``pipeline/models.py`` builds the tiny
 one (random init, float32), then in two fresh pairs of processes (one replicated, one with
-``pipeline.grpo.fsdp.wrap``) runs one forward/backward/AdamW step and reports, per rank:
+``pipeline.parallel.fsdp.wrap``) runs one forward/backward/AdamW step and reports, per rank:
 - bytes of the parameters, gradients and optimizer state the rank holds after the step
   (the local shards under FSDP: ``DTensor.to_local()``),
 - the process's resident memory before building the model (Python + torch), after the step
@@ -55,7 +55,7 @@ def _worker(rank: int, world: int, port: int, sharded: bool, args, out) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    from pipeline.grpo import fsdp
+    from pipeline.parallel import fsdp
 
     base_rss = _rss()
     model = _model(args)

@@ -13,7 +13,8 @@ import torch
 import torch.multiprocessing as mp
 
 from pipeline.config import load_run_config
-from pipeline.grpo import distributed, trainer
+from pipeline.grpo import trainer
+from pipeline.parallel import distributed
 from pipeline.grpo.run_log import read_metrics
 from tests.dist_runs import (assert_killed_rank_ends_the_job, assert_rows_close, assert_same_weights, completions,
                               free_port, start_bare_ranks, torchrun)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from pipeline.config import load_run_config
-from pipeline.grpo import fsdp, trainer
+from pipeline.grpo import trainer
+from pipeline.parallel import fsdp
 from pipeline.grpo.run_log import read_metrics
 from tests.dist_runs import assert_rows_close, assert_same_weights, completions, flat_weights, free_port, torchrun
 from tests.test_distributed import _args

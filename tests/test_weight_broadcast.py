@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pipeline.config import load_run_config
-from pipeline.grpo.distributed import PeerLost
+from pipeline.parallel.distributed import PeerLost
 from pipeline.rollout.weight_broadcast import BroadcastError, Spec, WeightGroup, plan_buckets
 from tests.dist_runs import free_port
 

@@ -98,7 +98,7 @@ def build_engine(cfg: RunConfig, model, tokenizer):
         engine = VLLMServerEngine(cfg, model)
         engine.sync_weights(model)
         return engine
-    from pipeline.grpo.fsdp import enabled as fsdp_enabled
+    from pipeline.parallel.fsdp import enabled as fsdp_enabled
     from pipeline.rollout.hf_engine import HFEngine
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, synced=fsdp_enabled(cfg))
 

@@ -34,7 +34,8 @@ import rewards
 
 from pipeline.config import RunConfig, save_config
 from pipeline.data_prep import load_problems
-from pipeline.grpo import distributed, fsdp, precision
+from pipeline.grpo import precision
+from pipeline.parallel import distributed, fsdp
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
                                       set_rng_state)

@@ -3,7 +3,7 @@
 The engine holds a reference to the policy module itself, so ``sync_weights`` has nothing to
 copy. Prompts are left-padded and generated in chunks of ``batch_size`` sequences.
 
-``synced=True`` is for an FSDP-sharded module (pipeline/grpo/fsdp.py), where every forward is a
+``synced=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward is a
 collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
 instead of layer by layer at every token. The caller must give every rank the same number of
@@ -37,7 +37,7 @@ class HFEngine:
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
         if not self.synced:
             return self._generate(prompts, n, params)
-        from pipeline.grpo.fsdp import gathered  # sharded: gather each layer once per call, not per token
+        from pipeline.parallel.fsdp import gathered  # sharded: gather each layer once per call, not per token
         with gathered(self.model):
             return self._generate(prompts, n, params)
 

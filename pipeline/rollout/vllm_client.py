@@ -34,7 +34,7 @@ from dataclasses import asdict
 import torch
 
 from pipeline.config import RunConfig
-from pipeline.grpo import distributed
+from pipeline.parallel import distributed
 from pipeline.rollout.base import Sample, SamplingParams
 from pipeline.rollout.vllm_engine import hf_weights
 from pipeline.rollout.weight_broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup
@@ -99,7 +99,7 @@ class VLLMServerEngine:
                              ) from e
 
     def _check_architecture(self, model) -> None:
-        from pipeline.grpo import fsdp
+        from pipeline.parallel import fsdp
 
         # sharded: names and full shapes from meta tensors (no gather; LoRA merges computed on meta)
         state = fsdp.meta_state(model) if fsdp.is_sharded(model) else None
@@ -124,7 +124,7 @@ class VLLMServerEngine:
         """Every rank calls this; rank 0 pushes the weights, the others wait for it. Under FSDP
         every rank first takes part in gathering the full weights onto rank 0 (CPU); rank 0 merges
         LoRA from the gathered tensors (``hf_weights(model, state)``)."""
-        from pipeline.grpo import fsdp
+        from pipeline.parallel import fsdp
 
         full = fsdp.full_model_state(model)  # None unless sharded; collective when sharded
         if distributed.rank() == 0:

@@ -141,7 +141,7 @@ class VLLMEngine:
         """Copy ``model``'s current weights (merged if it is a peft LoRA model) into vLLM."""
         start = time.perf_counter()
         self._wake(["weights"])
-        from pipeline.grpo import fsdp
+        from pipeline.parallel import fsdp
 
         # FSDP-sharded model: every rank gathers the full weights (a collective) for its own engine
         # float32 master weights (mixed precision) are cast to the engine's dtype

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.grpo import distributed
+from pipeline.parallel import distributed
 
 
 def enabled(cfg) -> bool:
