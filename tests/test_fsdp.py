@@ -198,7 +198,7 @@ def _lora_merge_worker(rank: int, port: int, model_dir: str, out) -> None:
     import copy
     import os
 
-    from pipeline.rollout.vllm_engine import hf_weights
+    from pipeline.weights.export import hf_weights
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
     torch.distributed.init_process_group("gloo")
@@ -240,7 +240,7 @@ def test_gathered_lora_merge_refuses_layers_it_cannot_merge(tiny_setup):
     from peft import LoraConfig, get_peft_model
 
     from pipeline.models import load_policy
-    from pipeline.rollout.vllm_engine import hf_weights
+    from pipeline.weights.export import hf_weights
 
     model_dir = load_run_config(None, tiny_setup[0]).model.name_or_path
     for kwargs, why in ((dict(target_modules=["embed_tokens"]), "Embedding LoRA layer"),

@@ -9,7 +9,7 @@ import copy
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from pipeline.rollout.vllm_engine import hf_weights
+from pipeline.weights.export import hf_weights
 
 
 def _tiny(tie: bool):

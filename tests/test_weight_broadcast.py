@@ -1,4 +1,4 @@
-"""The trainer -> vLLM server weight channel (pipeline/rollout/weight_broadcast.py) on gloo, and the
+"""The trainer -> vLLM server weight channel (pipeline/weights/broadcast.py) on gloo, and the
 server-mode client's fail-fast connect. Two real processes; no vllm needed."""
 
 import multiprocessing as mp
@@ -10,7 +10,7 @@ import torch
 
 from pipeline.config import load_run_config
 from pipeline.parallel.distributed import PeerLost
-from pipeline.rollout.weight_broadcast import BroadcastError, Spec, WeightGroup, plan_buckets
+from pipeline.weights.broadcast import BroadcastError, Spec, WeightGroup, plan_buckets
 from tests.dist_runs import free_port
 
 BUCKET = 128  # bytes: small, so the tensors below span several buckets and one exceeds a bucket

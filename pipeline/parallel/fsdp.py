@@ -26,7 +26,7 @@ sharded, groups local, losses scaled with GLOBAL counts); what changes:
    resumes on any world size, with or without FSDP.
 5. vLLM weight syncs gather the full weights after every optimizer step (every rank joins): on
    every rank for the colocated engines, on rank 0 for the server; LoRA is merged from the
-   gathered tensors (``hf_weights(model, state)`` in ``pipeline/rollout/vllm_engine.py``).
+   gathered tensors (``hf_weights(model, state)`` in ``pipeline/weights/export.py``).
 
 With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``shard`` prints so.
 Not built: meta-device initialisation (every rank loads the full model, and builds the full

@@ -6,7 +6,7 @@ the server (``POST /generate``); the samples come back exactly as ``VLLMEngine``
 (completion ids, text, finish reason, per-token log-probs). After each optimizer step every rank
 calls ``sync_weights(model)``: rank 0 sends the full weights in Hugging Face names (merged LoRA
 included, ``hf_weights``) through a two-member process group with the server
-(``weight_broadcast``), then all ranks wait at a barrier, so no rank samples from stale weights.
+(``pipeline.weights.broadcast``), then all ranks wait at a barrier, so no rank samples from stale weights.
 
 Weight update protocol (rank 0): ``POST /init_weight_group`` once (the server answers with the
 store's port and a group generation number; both sides join), then per sync ``POST
@@ -22,7 +22,6 @@ fails the next request or broadcast within ``rollout.server_timeout_s``. ``Serve
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -36,10 +35,10 @@ import torch
 from pipeline.config import RunConfig
 from pipeline.parallel import distributed
 from pipeline.rollout.base import Sample, SamplingParams
-from pipeline.rollout.vllm_engine import hf_weights
-from pipeline.rollout.weight_broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup
+from pipeline.weights.broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup, weights_hash
+from pipeline.weights.export import hf_weights
 
-__all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "StateView", "weights_hash", "CONNECT_TIMEOUT_S"]
+__all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "CONNECT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 10.0  # first contact: a server that is not there fails this fast
 CRASH_ENV = "MATHRL_CRASH_IN_BROADCAST"  # fault injection for tests: exit before weight bucket N
@@ -51,12 +50,6 @@ class ServerLost(distributed.PeerLost):
 
 class ServerError(distributed.PeerLost):
     """The vLLM server answered but refused (wrong model, bad request, failed weight load)."""
-
-
-def weights_hash(specs) -> str:
-    """Identity of an architecture: sha256 of the sorted (name, shape) pairs."""
-    items = sorted((name, [int(d) for d in shape]) for name, shape in specs)
-    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
 
 
 class VLLMServerEngine:
@@ -177,17 +170,6 @@ class VLLMServerEngine:
             except distributed.PeerLost:
                 pass  # the server is gone or busy; it drops the group when the next trainer joins
         self._drop_group()
-
-
-class StateView:
-    """A state dict received by the server (Hugging Face names, LoRA already merged by the
-    trainer) in the shape ``hf_weights`` reads from a plain model."""
-
-    def __init__(self, state: dict):
-        self._state = state
-
-    def state_dict(self) -> dict:
-        return self._state
 
 
 def _crash_hook():

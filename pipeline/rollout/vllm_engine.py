@@ -7,8 +7,8 @@ the log-probability vLLM assigned to each sampled token (``logprobs=0``; the beh
 for truncated importance sampling, see ``pipeline/rollout/tis.py``).
 
 Weight sync (``sync_weights(model)``, called by the trainer after every optimizer step) sends
-the full weights in Hugging Face names; vLLM's own ``load_weights`` maps them onto its fused
-layers (q/k/v -> qkv_proj, gate/up -> gate_up_proj). Under peft LoRA the engine receives the
+the full weights in Hugging Face names (``hf_weights``, pipeline/weights/export.py); vLLM's own
+``load_weights`` maps them onto its fused layers (q/k/v -> qkv_proj, gate/up -> gate_up_proj). Under peft LoRA the engine receives the
 *merged* weights W + (alpha/r) B A, computed without touching the trainer's model, so vLLM needs
 no LoRA support and samples exactly from the trained policy (cost: a full-weight copy per step).
 Under FSDP (``train.fsdp=true``) every rank first joins the gather of the full weights
@@ -47,8 +47,9 @@ import torch
 
 from pipeline.config.schema import RolloutConfig
 from pipeline.rollout.base import Sample, SamplingParams
+from pipeline.weights.export import hf_weights
 
-__all__ = ["VLLMEngine", "hf_weights"]
+__all__ = ["VLLMEngine"]
 
 # Set before vllm is imported; explicit user settings win.
 _ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -193,100 +194,6 @@ def _to_sample(prompt: str, prompt_ids: list[int], c, tok) -> Sample:
     return Sample(prompt=prompt, prompt_ids=list(prompt_ids),
                   completion=tok.decode(ids, skip_special_tokens=True), completion_ids=ids,
                   finish_reason=reason, logprobs=logprobs)
-
-
-def hf_weights(model, state: dict | None = None):
-    """(name, tensor) pairs in Hugging Face checkpoint names; peft LoRA layers come merged.
-
-    ``state``: the model's full state dict when ``model`` is FSDP-sharded (gathered by
-    ``fsdp.full_model_state``; meta tensors give names and shapes only). Names and tensors then
-    come from it, and each LoRA merge W + scaling * B A from its gathered tensors (the module's own
-    are shards), ``_gathered_merges``. peft ``modules_to_save`` copies replace their original
-    module; DoRA is refused (its merge is not W + delta)."""
-    from peft import PeftModel
-    from peft.tuners.lora import LoraLayer
-
-    if not isinstance(model, PeftModel):
-        yield from (model.state_dict() if state is None else state).items()
-        return
-    if state is not None:
-        yield from _peft_names(model, state, _gathered_merges(model, state))
-        return
-    deltas = {}
-    for name, module in model.named_modules():
-        if isinstance(module, LoraLayer):
-            # Embedding LoRA layers keep their adapters in lora_embedding_A/B
-            active = [a for a in module.active_adapters
-                      if a in module.lora_A or a in getattr(module, "lora_embedding_A", {})]
-            if any(module.use_dora.get(a, False) for a in active):
-                raise NotImplementedError("vLLM weight sync: DoRA adapters are not supported")
-            if active and not module.merged and not module.disable_adapters:
-                deltas[name + ".base_layer.weight"] = sum(module.get_delta_weight(a) for a in active)
-    yield from _peft_names(model, model.state_dict(), {n: (lambda d=d: d) for n, d in deltas.items()})
-
-
-def _peft_names(model, state: dict, merges: dict):
-    """``state`` in Hugging Face names: LoRA tensors dropped, the active ``modules_to_save`` copy
-    renamed onto its original, ``merges[name]()`` added to the base weights it names."""
-    saved = f".modules_to_save.{model.active_adapter}."
-    for name, tensor in state.items():
-        if "lora_" in name or ".original_module." in name:
-            continue
-        if ".modules_to_save." in name:
-            if saved not in name:
-                continue
-            name = name.replace(saved, ".")
-        if name in merges:
-            tensor = tensor + merges[name]().to(tensor.dtype)
-        yield name.removeprefix("base_model.model.").replace(".base_layer.", "."), tensor
-
-
-def _gathered_merges(model, state: dict) -> dict:
-    """Base weight name -> a function computing its LoRA delta from ``state``'s gathered A and B,
-    exactly as peft's ``Linear.get_delta_weight`` does from the module's own (transpose if
-    ``fan_in_fan_out``, times ``scaling[adapter]``; float32 for half precision on CPU). Computed
-    when yielded, so one delta at a time is held. Only ``nn.Linear`` LoRA layers without DoRA or
-    a LoRA bias can be merged this way; others are refused."""
-    from peft.tuners.lora import LoraLayer
-
-    merges = {}
-    for name, module in model.named_modules():
-        if not isinstance(module, LoraLayer):
-            continue
-        # Embedding LoRA layers keep their adapters in lora_embedding_A/B: found here, refused below
-        active = [a for a in module.active_adapters
-                  if a in module.lora_A or a in getattr(module, "lora_embedding_A", {})]
-        if not active or module.merged or module.disable_adapters:
-            continue
-        why = _not_mergeable(module, active)
-        if why:
-            raise NotImplementedError(f"vLLM weight sync of an FSDP-sharded LoRA model, {name}: {why}")
-        merges[name + ".base_layer.weight"] = lambda name=name, module=module, active=active: sum(
-            _delta(state[f"{name}.lora_A.{a}.weight"], state[f"{name}.lora_B.{a}.weight"], module, a)
-            for a in active)
-    return merges
-
-
-def _not_mergeable(module, active: list[str]) -> str | None:
-    from peft.tuners.lora import Linear
-
-    if any(module.use_dora.get(a, False) for a in active):
-        return "DoRA adapters are not supported (their merge is not W + delta)"
-    variants = [type(v).__name__ for a, v in getattr(module, "lora_variant", {}).items() if a in active]
-    if variants:  # peft's other variants (DoRA is one) change the merge too
-        return f"LoRA variant {variants[0]} is not supported"
-    if not isinstance(module, Linear):
-        return f"it is a {type(module).__name__} LoRA layer; only Linear ones are merged from gathered weights"
-    if any(getattr(module, "lora_bias", {}).get(a, False) for a in active):
-        return "LoRA biases (lora_bias=True) are not supported"
-    return None
-
-
-def _delta(a: torch.Tensor, b: torch.Tensor, module, adapter: str) -> torch.Tensor:
-    half_on_cpu = b.device.type == "cpu" and b.dtype in (torch.float16, torch.bfloat16)
-    product = b.float() @ a.float() if half_on_cpu else b @ a
-    product = product.T if module.fan_in_fan_out else product
-    return (product * module.scaling[adapter]).to(b.dtype)
 
 
 def _load_weights_gpu(worker, weights):

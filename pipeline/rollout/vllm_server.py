@@ -9,7 +9,7 @@ JSON-over-HTTP API (stdlib ``ThreadingHTTPServer`` on ``rollout.server_host:serv
     POST /generate             {"prompts": [str], "n": int, "params": SamplingParams fields}
                                -> {"samples": [[Sample fields]]} exactly as VLLMEngine returns them
     POST /init_weight_group    {"backend": "gloo"|"nccl", "timeout_s"} -> {"port", "generation"};
-                               the trainer then joins the group (see weight_broadcast.py)
+                               the trainer then joins the group (see pipeline/weights/broadcast.py)
     POST /update_weights       {"generation", "update", "specs": [[name, dtype, shape]], "bucket_bytes"}
                                -> checks the specs, starts receiving; the bytes follow over the group
     POST /update_weights_done  {"update"} -> once the weights are loaded into vLLM (or the error)
@@ -41,12 +41,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import torch
-
 from pipeline.config import RunConfig
 from pipeline.rollout.base import SamplingParams
-from pipeline.rollout.vllm_client import StateView, weights_hash
-from pipeline.rollout.weight_broadcast import BroadcastError, Spec, WeightGroup
+from pipeline.weights.broadcast import BroadcastError, Spec, StateView, WeightGroup, weights_hash
+from pipeline.weights.export import expected_weights
 
 __all__ = ["main", "WeightServer"]
 
@@ -57,16 +55,6 @@ def log(msg: str) -> None:
 
 class RequestError(ValueError):
     """A request the server refuses; the message goes back to the client (HTTP 400)."""
-
-
-def expected_weights(model_path: str) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, shape) of every tensor in the model's Hugging Face state dict, built on the meta
-    device (no memory): what the trainer's ``hf_weights`` yields for the same architecture."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_path))
-    return [(n, tuple(t.shape)) for n, t in model.state_dict().items()]
 
 
 class WeightServer:

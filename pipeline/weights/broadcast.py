@@ -13,6 +13,11 @@ any dtypes, each at a 16-byte aligned offset, so a transfer is bit-exact for eve
 costs one collective per bucket. Both sides compute the same bucket plan from the same list of
 (name, dtype, shape) specs, which travels over HTTP.
 
+Beside the channel: ``weights_hash`` (the identity of an architecture, from its (name, shape)
+pairs, which both sides compare before any transfer) and ``StateView`` (received tensors in the
+shape of a model's ``state_dict()``, so the server loads them with the same ``hf_weights`` path
+as a trainer's model).
+
 Every blocking call has a timeout: a peer that dies closes its sockets (error within seconds),
 a peer that hangs is caught by the group's timeout (gloo). With NCCL the timeout is handed to
 the communicator and enforced by torch's NCCL watchdog, which by default ends the process; the
@@ -22,14 +27,16 @@ that it survives a dead trainer (NCCL paths not exercised here: no GPU).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["BroadcastError", "WeightGroup", "Spec", "plan_buckets", "dtype_name", "parse_dtype",
-           "BUCKET_BYTES"]
+__all__ = ["BroadcastError", "WeightGroup", "Spec", "StateView", "plan_buckets", "dtype_name", "parse_dtype",
+           "weights_hash", "BUCKET_BYTES"]
 
 BUCKET_BYTES = 256 << 20  # bytes per broadcast (one flat buffer)
 _ALIGN = 16
@@ -216,3 +223,20 @@ class WeightGroup:
                     break
                 except Exception:
                     continue
+
+
+def weights_hash(specs) -> str:
+    """Identity of an architecture: sha256 of the sorted (name, shape) pairs."""
+    items = sorted((name, [int(d) for d in shape]) for name, shape in specs)
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
+
+
+class StateView:
+    """A state dict received by the server (Hugging Face names, LoRA already merged by the
+    trainer) in the shape ``hf_weights`` reads from a plain model."""
+
+    def __init__(self, state: dict):
+        self._state = state
+
+    def state_dict(self) -> dict:
+        return self._state
