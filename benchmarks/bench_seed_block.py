@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from pipeline.data_prep import load_problems
+from pipeline.data.problems import load_problems
 from pipeline.models import load_policy
 from pipeline.rollout.base import SamplingParams
 from pipeline.rollout.hf_engine import HFEngine

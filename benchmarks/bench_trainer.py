@@ -181,7 +181,7 @@ def run_trl(a, workdir: Path, size: str, probe: Probe) -> dict:
     from trl import GRPOTrainer
 
     from pipeline.config import load_run_config
-    from pipeline.data_prep import load_problems
+    from pipeline.data.problems import load_problems
     from pipeline.grpo.components import QuestionSampler
     from pipeline.prompts import build_prompt
 
@@ -251,7 +251,7 @@ def setup(workdir: Path, size: str) -> int:
     """Prepared gsm-synth data and the untrained model of this size; returns its parameter count."""
     from pipeline import models
     from pipeline.config import load_run_config
-    from pipeline.data_prep import prepare
+    from pipeline.data.prepare import prepare
 
     cfg = load_run_config(None, base_overrides(workdir, size))
     prepare(cfg.data)

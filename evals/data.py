@@ -1,31 +1,17 @@
-"""Eval problems and few-shot examples from the prepared datasets (``data/prepared``).
+"""Few-shot examples for the evals, from the prepared train splits (``data/prepared``).
 
-Thin layer over the data stage's reader: adds ``limit``, checks the fields the harness needs,
-and picks few-shot examples from the matching train split (MATH-500 borrows MATH's train split,
+The problems themselves come from ``pipeline.data.problems.load_problems`` like every stage's.
+Few-shot examples are taken from the matching train split (MATH-500 borrows MATH's train split,
 which the data stage already deduplicated against MATH-500).
 """
 
 from __future__ import annotations
 
-from pipeline.data_prep import load_problems
+from pipeline.data.problems import load_problems
 from pipeline.prompts import get_template
 
 # Which prepared dataset supplies the few-shot examples for each eval dataset.
 FEW_SHOT_SOURCE = {"gsm8k": "gsm8k", "math": "math", "math500": "math", "gsm-synth": "gsm-synth"}
-
-
-def load_eval_problems(dataset: str, split: str = "test", prepared_dir: str = "data/prepared",
-                       limit: int = 0) -> list[dict]:
-    """The first ``limit`` problems (all when 0) of a prepared dataset or a JSONL path."""
-    problems = load_problems(prepared_dir, dataset, split)
-    if limit:
-        problems = problems[:limit]
-    for i, p in enumerate(problems):
-        missing = [key for key in ("question", "answer") if not p.get(key)]
-        if missing:
-            raise ValueError(f"{dataset} problem {p.get('id', i)!r} lacks {', '.join(missing)}")
-        p.setdefault("id", f"{dataset}/{split}/{i}")
-    return problems
 
 
 def few_shot_examples(dataset: str, k: int, template: str,

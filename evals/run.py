@@ -22,10 +22,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from evals.data import few_shot_examples, load_eval_problems
+from evals.data import few_shot_examples
 from evals.harness import generate_records, score_records, summarize
 from evals.report import write_outputs
 from pipeline.config import RunConfig
+from pipeline.data.problems import load_problems
 from pipeline.prompts import build_prompt, get_template
 from pipeline.rollout.base import SamplingParams
 
@@ -85,7 +86,7 @@ def evaluate_with_config(model, tokenizer, cfg: RunConfig, *, dataset: str | Non
     """
     dataset = dataset or cfg.eval.dataset
     limit = cfg.eval.limit if limit is None else limit
-    problems = load_eval_problems(dataset, cfg.eval.split, cfg.data.prepared_dir, limit)
+    problems = load_problems(cfg.data.prepared_dir, dataset, cfg.eval.split, limit=limit)
     examples = few_shot_examples(dataset, cfg.prompt.few_shot, cfg.prompt.template, cfg.data.prepared_dir)
     return evaluate(model, tokenizer, problems, engine=engine, template=cfg.prompt.template, chat=cfg.prompt.chat,
                     examples=examples, n_samples=cfg.eval.n_samples, temperature=cfg.eval.temperature,

@@ -19,7 +19,7 @@ import sys
 TRAIN_MODULES = {"torch", "transformers", "tokenizers", "peft", "datasets", "accelerate", "yaml", "matplotlib"}
 
 STAGES = {
-    "data": ("pipeline.data_prep", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
+    "data": ("pipeline.data.prepare", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
     "build-tiny": ("pipeline.models", "build the tiny Qwen2-style model and tokenizer offline"),
     "sft": ("pipeline.sft", "supervised warm start on reference solutions"),
     "train": ("pipeline.grpo.trainer", "GRPO training (outcome or process supervision)"),
@@ -54,7 +54,7 @@ def _main(argv: list[str] | None) -> int:
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     args = parser.parse_args(argv)
     from pipeline.config import ConfigError, RunConfig, describe, load_run_config
-    from pipeline.data_prep import DataError
+    from pipeline.data.problems import DataError
 
     if args.stage == "config":
         print("\n".join(describe(RunConfig)))

@@ -138,13 +138,9 @@ def corpus_sha(corpus: list[str]) -> str:
 
 def tiny_corpus(cfg: RunConfig) -> list[str]:
     """Tokenizer training text: gsm-synth questions and solutions (prepared files if present)."""
-    from pipeline import synth
+    from pipeline.data.problems import load_problems
 
-    path = Path(cfg.data.prepared_dir) / "gsm-synth" / "train.jsonl"
-    if path.is_file():
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    else:
-        records, _ = synth.generate(cfg.data)
+    records = load_problems(cfg.data.prepared_dir, "gsm-synth", "train", synth=cfg.data)
     return [f"user\n{r['question']}" for r in records] + [f"assistant\n{r['solution']}" for r in records]
 
 

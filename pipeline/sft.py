@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from pipeline.config import RunConfig
+from pipeline.data.problems import load_problems
 from pipeline.prompts import build_prompt
 
 STEP_RE = re.compile(r"^(.*)<<(\d+)([-+*/])(\d+)=(\d+)>>(\d+)(.*)$")
@@ -96,22 +97,6 @@ def corrupt_records(records: list[dict], frac: float, seed: int) -> tuple[list[d
                 r, count = {**r, "solution": bad, "corrupted": True}, count + 1
         out.append(r)
     return out, count
-
-
-def load_task(task: str, prepared_dir: str, split: str, data_cfg=None) -> list[dict]:
-    """Records of a prepared dataset split or a JSONL path; gsm-synth is generated if missing."""
-    path = Path(task) if task.endswith(".jsonl") else Path(prepared_dir) / task / f"{split}.jsonl"
-    if path.is_file():
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if task == "gsm-synth" and data_cfg is not None:
-        from pipeline import synth
-
-        train, test = synth.generate(data_cfg)
-        return train if split == "train" else test
-    if task.endswith(".jsonl") and split != "train":
-        sibling = path.with_name(f"{split}.jsonl")
-        return load_task(str(sibling), prepared_dir, split) if sibling.is_file() else []
-    raise FileNotFoundError(f"no data for task {task!r} split {split!r} at {path}; run `mathrl data` first")
 
 
 def encode(records: list[dict], tok, cfg: RunConfig) -> list[tuple[list[int], list[int]]]:
@@ -204,6 +189,16 @@ def accuracy_report(records: list[dict], correct: list[int]) -> dict:
             "by_steps": {k: round(sum(v) / len(v), 4) for k, v in sorted(by.items())}}
 
 
+def _test_problems(cfg: RunConfig) -> list[dict]:
+    """The task's test split; for a JSONL task the ``test.jsonl`` beside it, if there is one."""
+    task = cfg.sft.task
+    if task.endswith(".jsonl"):
+        task = str(Path(task).with_name("test.jsonl"))
+        if not Path(task).is_file():
+            return []
+    return load_problems(cfg.data.prepared_dir, task, "test", synth=cfg.data)
+
+
 def _stamp(cfg: RunConfig) -> str:
     """What the SFT output depends on: settings, seed, prompt, data and the initial weights."""
     h = hashlib.sha256(json.dumps([asdict(cfg.sft), asdict(cfg.prompt), asdict(cfg.data), cfg.seed],
@@ -232,7 +227,7 @@ def main(cfg: RunConfig) -> int:
     torch.manual_seed(cfg.seed)
     t0 = time.time()
     model, tok = load_policy(s.init, dtype="float32", device=cfg.device)
-    train_records = load_task(s.task, cfg.data.prepared_dir, "train", cfg.data)
+    train_records = load_problems(cfg.data.prepared_dir, s.task, "train", synth=cfg.data)
     train_records, n_bad = corrupt_records(train_records, s.corrupt_frac, cfg.seed)
     print(f"sft: {len(train_records)} training solutions, {n_bad} corrupted; "
           f"{sum(p.numel() for p in model.parameters()):,} params")
@@ -241,7 +236,7 @@ def main(cfg: RunConfig) -> int:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     train_minutes = (time.time() - t0) / 60
-    test = load_task(s.task, cfg.data.prepared_dir, "test", cfg.data)[:s.eval_limit]
+    test = _test_problems(cfg)[:s.eval_limit]
     report = {"train_minutes": round(train_minutes, 2), "final_loss": sum(losses[-20:]) / len(losses[-20:]),
               "corrupted": n_bad, "steps": s.steps}
     if test:
@@ -255,4 +250,4 @@ def main(cfg: RunConfig) -> int:
 
 
 __all__ = ["accuracy_report", "corrupt_records", "corrupt_solution", "encode", "evaluate", "extract_answer",
-           "load_task", "main", "train"]
+           "main", "train"]

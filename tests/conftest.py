@@ -14,7 +14,7 @@ TINY = ["model.tiny_hidden_size=64", "model.tiny_layers=2", "model.tiny_heads=2"
 def tiny_setup(tmp_path_factory):
     """(overrides, root): prepared gsm-synth data and an untrained tiny model under ``root``."""
     from pipeline import models
-    from pipeline.data_prep import prepare
+    from pipeline.data.prepare import prepare
 
     root = tmp_path_factory.mktemp("tiny")
     overrides = [f"data.prepared_dir={root}/prepared", "data.datasets=gsm-synth", "data.synth_train_size=300",

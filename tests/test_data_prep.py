@@ -5,8 +5,8 @@ import re
 import pytest
 
 from pipeline.config import DataConfig
-from pipeline.data_prep import (DataError, gsm8k_gold, load_problems, math_level, normalise, prepare,
-                                read_jsonl)
+from pipeline.data.prepare import gsm8k_gold, math_level, normalise, prepare
+from pipeline.data.problems import DataError, load_problems, read_jsonl
 from rewards.boxed import last_boxed
 
 
@@ -111,3 +111,19 @@ def test_missing_prepared_file_says_make_data(tmp_path):
 def test_unknown_dataset(tmp_path):
     with pytest.raises(DataError, match="gsm-synth"):
         prepare(DataConfig(prepared_dir=str(tmp_path), datasets=["mmlu"]))
+
+
+def test_one_loader_for_every_stage(tmp_path):
+    """A JSONL path is that file for any split; ids are filled in; a record without an answer is
+    named; gsm-synth is generated in memory when asked and its prepared files are missing."""
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"question": "1+1?", "answer": "2"}\n{"id": "b", "question": "2+2?", "answer": "4"}\n')
+    assert [p["id"] for p in load_problems("unused", str(path), "test")] == [f"{path}/test/0", "b"]
+    assert load_problems("unused", str(path), "train", limit=1)[0]["question"] == "1+1?"
+    path.write_text('{"id": "x", "question": "1+1?", "answer": ""}\n')
+    with pytest.raises(DataError, match="'x' lacks answer"):
+        load_problems("unused", str(path), "train")
+    synth = DataConfig(prepared_dir=str(tmp_path / "none"), synth_train_size=5, synth_test_size=3)
+    assert len(load_problems(synth.prepared_dir, "gsm-synth", "test", synth=synth)) == 3
+    with pytest.raises(DataError, match="make data"):
+        load_problems(synth.prepared_dir, "gsm-synth", "test")

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 from evals.loading import load_for_eval, resolve_model_path  # noqa: E402
 from evals.run import default_output_dir, evaluate, main  # noqa: E402
 from pipeline.config import DataConfig, load_run_config  # noqa: E402
-from pipeline.data_prep import prepare  # noqa: E402
+from pipeline.data.prepare import prepare  # noqa: E402
+from pipeline.data.problems import load_problems  # noqa: E402
 
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -99,8 +100,7 @@ def test_eval_gsm8k_few_shot_via_cli_main(tiny_model, prepared, tmp_path):
 
 def test_eval_math500_has_subject_and_level_tables(tiny_model, prepared, tmp_path):
     model, tokenizer, _ = load_for_eval(str(tiny_model), device="cpu")
-    from evals.data import load_eval_problems
-    problems = load_eval_problems("math500", "test", str(prepared), limit=20)
+    problems = load_problems(str(prepared), "math500", "test", limit=20)
     out = tmp_path / "eval_math500"
     summary = evaluate(model, tokenizer, problems, template="math", max_new_tokens=12, style="math",
                        output_dir=out, model_name=str(tiny_model), dataset="math500", progress=False)
@@ -115,8 +115,7 @@ def test_eval_math500_has_subject_and_level_tables(tiny_model, prepared, tmp_pat
 
 def test_eval_sampled_pass_and_maj_at_k(tiny_model, prepared, tmp_path):
     model, tokenizer, _ = load_for_eval(str(tiny_model), device="cpu")
-    from evals.data import load_eval_problems
-    problems = load_eval_problems("gsm8k", "test", str(prepared), limit=4)
+    problems = load_problems(str(prepared), "gsm8k", "test", limit=4)
     out = tmp_path / "sampled"
     summary = evaluate(model, tokenizer, problems, n_samples=4, temperature=1.0, ks=[1, 2, 4],
                        max_new_tokens=8, output_dir=out, progress=False, dataset="gsm8k")
@@ -136,9 +135,8 @@ def test_eval_rejects_meaningless_sampling(tiny_model):
 
 
 def test_missing_prepared_data_names_path_and_make_data(tmp_path):
-    from evals.data import load_eval_problems
     with pytest.raises(Exception, match="make data") as err:
-        load_eval_problems("gsm8k", "test", str(tmp_path / "nowhere"))
+        load_problems(str(tmp_path / "nowhere"), "gsm8k", "test")
     assert str(tmp_path / "nowhere" / "gsm8k" / "test.jsonl") in str(err.value)
 
 
@@ -191,10 +189,9 @@ class ScriptedEngine:
 
 
 def test_reference_solutions_grade_correct_and_metrics_match_hand_values(prepared, tmp_path):
-    from evals.data import load_eval_problems
     from pipeline.prompts import build_prompt
 
-    problems = load_eval_problems("gsm8k", "test", str(prepared), limit=10)
+    problems = load_problems(str(prepared), "gsm8k", "test", limit=10)
     script = {}
     for p in problems:
         wrong = p["solution"].rsplit("####", 1)[0] + "#### 99999"
@@ -214,10 +211,9 @@ def test_reference_solutions_grade_correct_and_metrics_match_hand_values(prepare
 
 
 def test_math500_reference_solutions_all_grade_correct(prepared):
-    from evals.data import load_eval_problems
     from pipeline.prompts import build_prompt
 
-    problems = load_eval_problems("math500", "test", str(prepared), limit=20)
+    problems = load_problems(str(prepared), "math500", "test", limit=20)
     script = {build_prompt(p["question"], template="math", chat=False): [p["solution"]] for p in problems}
     summary = evaluate(None, None, problems, engine=ScriptedEngine(script), template="math", chat=False,
                        style="math", progress=False, dataset="math500")

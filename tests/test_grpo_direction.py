@@ -9,7 +9,7 @@ import torch
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
 from pipeline.grpo.components import QuestionSampler, build_engine, build_optimizer, build_policy
-from pipeline.data_prep import load_problems
+from pipeline.data.problems import load_problems
 
 
 def _seq_logp(cfg, policy, batch):

@@ -135,7 +135,7 @@ def test_split_steps_markers_lines_and_math():
 
 def test_generated_gsm_synth_solutions_all_check():
     from pipeline.config import DataConfig
-    from pipeline.synth import generate
+    from pipeline.data.synth import generate
 
     cfg = dataclasses.replace(DataConfig(), synth_train_size=200, synth_test_size=20,
                               synth_ops=["+", "-", "*", "/"])

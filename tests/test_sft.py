@@ -10,8 +10,9 @@ import pytest
 
 from pipeline import sft
 from pipeline.config import DataConfig, load_run_config
+from pipeline.data.problems import load_problems
 from pipeline.models import load_policy
-from pipeline.synth import generate
+from pipeline.data.synth import generate
 
 LINE = re.compile(r"<<(\d+)([-+*/])(\d+)=(\d+)>>(\d+)")
 CALC = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a // b}
@@ -77,7 +78,7 @@ def sft_cfg(tiny_setup, tmp_path, *extra):
 def test_short_sft_lowers_the_loss(tiny_setup, tmp_path):
     cfg = sft_cfg(tiny_setup, tmp_path, "sft.steps=40")
     model, tok = load_policy(cfg.sft.init)
-    records = sft.load_task("gsm-synth", cfg.data.prepared_dir, "train")
+    records = load_problems(cfg.data.prepared_dir, "gsm-synth", "train")
     losses = sft.train(model, tok, sft.encode(records, tok, cfg), cfg, progress=False)
     assert len(losses) == 40
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from pipeline.config import DataConfig
-from pipeline.synth import generate, num_steps
+from pipeline.data.synth import generate, num_steps
 
 LINE = re.compile(r"^\w+: <<(\d+)([-+*/])(\d+)=(\d+)>>(\d+)$")
 

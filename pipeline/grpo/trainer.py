@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 import rewards
 
 from pipeline.config import RunConfig, save_config
-from pipeline.data_prep import load_problems
+from pipeline.data.problems import load_problems
 from pipeline.grpo import precision
 from pipeline.parallel import distributed, fsdp
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl

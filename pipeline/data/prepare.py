@@ -17,7 +17,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import rewards.boxed
 from pipeline.config import DataConfig, RunConfig
+from pipeline.data.problems import SYNTH, DataError, prepared_path
 from rewards.boxed import last_boxed
 
 
@@ -44,17 +46,12 @@ SOURCES: dict[str, dict[str, Source]] = {
         "test": Source("math/math500/test.jsonl.gz", "HuggingFaceH4/MATH-500", None, "test"),
     },
 }
-SYNTH = "gsm-synth"
 
 # Two MATH train solutions end in an empty \boxed{} in the original release (multiple-choice
 # problems whose choice text was lost). Both solutions conclude that no such prime exists, so
 # choice (A) 0 is the answer; the stage prints when it applies these.
 GOLD_ERRATA = {"train/number_theory/7115.json": "0", "train/number_theory/7117.json": "0"}
 KNOWN = (*SOURCES, SYNTH)
-
-
-class DataError(RuntimeError):
-    """A missing input or an unusable dataset request."""
 
 
 def gsm8k_gold(answer: str) -> str | None:
@@ -135,27 +132,10 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
     tmp.replace(path)
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def prepared_path(prepared_dir: str, dataset: str, split: str) -> Path:
-    return Path(prepared_dir) / dataset / f"{split}.jsonl"
-
-
-def load_problems(prepared_dir: str, dataset: str, split: str) -> list[dict]:
-    """Prepared records of a dataset name, or of a JSONL path given as ``dataset``."""
-    path = Path(dataset) if dataset.endswith(".jsonl") else prepared_path(prepared_dir, dataset, split)
-    if not path.is_file():
-        raise DataError(f"prepared data not found: {path}; run `make data` (or `mathrl data`) first")
-    return read_jsonl(path)
-
-
 def _fingerprint(cfg: DataConfig, dataset: str) -> str:
     """Hash of everything the outputs of ``dataset`` depend on."""
     h = hashlib.sha256()
-    code = [Path(__file__), Path(__file__).parent.parent / "rewards" / "boxed.py"]
+    code = [Path(__file__), Path(rewards.boxed.__file__)]
     if dataset == SYNTH:
         code.append(Path(__file__).parent / "synth.py")
         h.update(json.dumps({k: v for k, v in asdict(cfg).items() if k.startswith("synth_")}).encode())
@@ -174,7 +154,7 @@ def _prepare_dataset(cfg: DataConfig, dataset: str) -> dict[str, int]:
     """Write every split of one dataset; return {split: count} and print what happened."""
     counts = {}
     if dataset == SYNTH:
-        from pipeline import synth
+        from pipeline.data import synth
 
         for split, records in zip(("train", "test"), synth.generate(cfg)):
             write_jsonl(prepared_path(cfg.prepared_dir, dataset, split), records)

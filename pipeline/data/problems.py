@@ -1,0 +1,54 @@
+"""The one problem loader: a prepared dataset split, or a JSONL file in the prepared schema.
+
+Every stage reads problems through ``load_problems``: GRPO (the train split), SFT (train and
+test), the evals (any split, few-shot examples from train) and the tiny model's tokenizer
+corpus. A record is ``{"id", "question", "answer", ...}`` (the schema ``prepare`` writes); a
+record without a question or an answer stops the load with its id, and one without an id
+gets ``<dataset>/<split>/<index>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SYNTH = "gsm-synth"
+
+
+class DataError(RuntimeError):
+    """A missing input or an unusable dataset request."""
+
+
+def prepared_path(prepared_dir: str, dataset: str, split: str) -> Path:
+    return Path(prepared_dir) / dataset / f"{split}.jsonl"
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0, synth=None) -> list[dict]:
+    """The first ``limit`` records (all when 0) of ``split`` of a prepared dataset, or of the JSONL
+    file ``dataset`` names (a path ending in .jsonl is that file, whatever the split).
+
+    ``synth``: a ``DataConfig``; when given and the prepared gsm-synth files are missing, gsm-synth
+    is generated in memory from it (``mathrl sft`` and ``build-tiny`` on a fresh clone)."""
+    path = Path(dataset) if dataset.endswith(".jsonl") else prepared_path(prepared_dir, dataset, split)
+    if path.is_file():
+        problems = read_jsonl(path)
+    elif dataset == SYNTH and synth is not None:
+        from pipeline.data import synth as generator
+
+        train, test = generator.generate(synth)
+        problems = train if split == "train" else test
+    else:
+        raise DataError(f"prepared data not found: {path}; run `make data` (or `mathrl data`) first")
+    if limit:
+        problems = problems[:limit]
+    for i, p in enumerate(problems):
+        missing = [key for key in ("question", "answer") if not p.get(key)]
+        if missing:
+            raise DataError(f"{dataset} problem {p.get('id', i)!r} lacks {', '.join(missing)}")
+        p.setdefault("id", f"{dataset}/{split}/{i}")
+    return problems
