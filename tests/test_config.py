@@ -1,5 +1,6 @@
 """The run config: YAML + dotted overrides, strict errors that name the key."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -71,3 +72,33 @@ def test_cli_reports_bad_key_in_one_line():
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "train.lrr" in out.stderr
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["train.advantage=process", "train.kl_in=reward"], "train.kl_in=reward"),
+    (["rollout.group_size=1"], "rollout.group_size"),
+    (["train.num_iterations=0"], "train.num_iterations"),
+    (["model.lora=true", "train.ref_reset_every=5"], "train.ref_reset_every"),
+    (["data.datasets=[gsm8k, mmlu]"], "data.datasets"),
+    (["data.synth_ops=[^]"], "data.synth_ops"),
+    (["model.tiny_heads=8"], "head_dim"),
+    (["reward.weights={corect: 1.0}"], "reward.weights"),
+    (["stages=[train, deploy]"], "stages"),
+    (["eval.n_samples=2", "eval.temperature=0"], "eval.n_samples"),
+])
+def test_bad_values_are_refused_when_loading(overrides, fragment):
+    """Value rules (checks.py) run when the config is built: one line naming the key."""
+    with pytest.raises(ConfigError) as e:
+        load_run_config(None, overrides)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_checks_see_the_final_values(tmp_path):
+    """A section is built once from the YAML and the overrides together, so an override may
+    repair a YAML combination; a stage's dataclasses.replace is checked too."""
+    path = tmp_path / "c.yaml"
+    path.write_text("eval:\n  n_samples: 4\n  temperature: 0.0\n  ks: [1]\n")
+    assert load_run_config(path, ["eval.temperature=1.0"]).eval.n_samples == 4
+    cfg = load_run_config(None, ["train.kl_in=reward", "reward.weights={tests.helpers:digit_fraction: 1.0}"])
+    with pytest.raises(ConfigError, match="train.kl_in=reward"):
+        dataclasses.replace(cfg.train, advantage="process")

@@ -4,9 +4,10 @@ import re
 
 import pytest
 
-from pipeline.config import DataConfig
-from pipeline.data.prepare import gsm8k_gold, math_level, normalise, prepare
-from pipeline.data.problems import DataError, load_problems, read_jsonl
+from pipeline.config import ConfigError, DataConfig
+from pipeline.config.checks import DATASETS
+from pipeline.data.prepare import SOURCES, gsm8k_gold, math_level, normalise, prepare
+from pipeline.data.problems import SYNTH, DataError, load_problems, read_jsonl
 from rewards.boxed import last_boxed
 
 
@@ -109,8 +110,12 @@ def test_missing_prepared_file_says_make_data(tmp_path):
 
 
 def test_unknown_dataset(tmp_path):
-    with pytest.raises(DataError, match="gsm-synth"):
+    with pytest.raises(ConfigError, match="data.datasets.*mmlu.*gsm-synth"):
         prepare(DataConfig(prepared_dir=str(tmp_path), datasets=["mmlu"]))
+
+
+def test_config_dataset_names_are_the_prepared_ones():
+    assert set(DATASETS) == {*SOURCES, SYNTH}
 
 
 def test_one_loader_for_every_stage(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from pipeline.config import load_run_config
+from pipeline.config import ConfigError, load_run_config
 from pipeline.grpo import trainer
 from pipeline.parallel import distributed
 from pipeline.grpo.run_log import read_metrics
@@ -75,14 +75,13 @@ def test_shard_splits_evenly_and_rejects_remainders(monkeypatch):
     assert shares == [([0], 0), ([1, 2], 1), ([3], 3), ([4, 5], 4)]  # refill rounds: uneven, contiguous
 
 
-def test_validate_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
-    monkeypatch.setattr(distributed, "world_size", lambda: 2)
-    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "train.questions_per_step=3"))
-    with pytest.raises(trainer.TrainingError, match="divisible by the number of ranks"):
-        trainer._validate(cfg)
-    cfg = load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.seed_block=3"))
-    with pytest.raises(trainer.TrainingError, match="seed_block=3 must divide"):
-        trainer._validate(cfg)
+def test_config_rejects_batch_not_divisible_by_ranks(tiny_setup, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets before the config loads
+    with pytest.raises(ConfigError, match="divisible by the number of ranks"):
+        load_run_config(None, _args(tiny_setup, "dp-bad", "train.questions_per_step=3"))
+    with pytest.raises(ConfigError, match="seed_block=3 must divide"):
+        load_run_config(None, _args(tiny_setup, "dp-bad", "rollout.seed_block=3"))
+    assert load_run_config(None, _args(tiny_setup, "dp-ok", "rollout.seed_block=2")).rollout.seed_block == 2
 
 
 def test_sampling_seed_is_stable_and_distinct():

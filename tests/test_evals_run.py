@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from evals.loading import load_for_eval, resolve_model_path  # noqa: E402
 from evals.run import default_output_dir, evaluate, main  # noqa: E402
-from pipeline.config import DataConfig, load_run_config  # noqa: E402
+from pipeline.config import ConfigError, DataConfig, load_run_config  # noqa: E402
 from pipeline.data.prepare import prepare  # noqa: E402
 from pipeline.data.problems import load_problems  # noqa: E402
 
@@ -127,11 +127,11 @@ def test_eval_sampled_pass_and_maj_at_k(tiny_model, prepared, tmp_path):
     assert "pass@4" in (out / "report.md").read_text()
 
 
-def test_eval_rejects_meaningless_sampling(tiny_model):
-    with pytest.raises(ValueError, match="identical"):
-        evaluate(None, None, [], n_samples=4, temperature=0.0, ks=[1])
-    with pytest.raises(ValueError, match="eval.ks"):
-        evaluate(None, None, [], n_samples=2, temperature=1.0, ks=[4])
+def test_config_rejects_meaningless_sampling():
+    with pytest.raises(ConfigError, match="identical"):
+        load_run_config(None, ["eval.n_samples=4", "eval.temperature=0", "eval.ks=[1]"])
+    with pytest.raises(ConfigError, match="eval.ks"):
+        load_run_config(None, ["eval.n_samples=2", "eval.temperature=1.0", "eval.ks=[4]"])
 
 
 def test_missing_prepared_data_names_path_and_make_data(tmp_path):

@@ -2,8 +2,10 @@
 
 import re
 
+import pytest
+
 from pipeline import run_all
-from pipeline.config import load_run_config
+from pipeline.config import ConfigError, load_run_config
 
 
 def test_run_prints_result_line_last_and_writes_report(tiny_setup, capsys):
@@ -23,6 +25,6 @@ def test_run_prints_result_line_last_and_writes_report(tiny_setup, capsys):
         assert (root / "runs" / "run-all" / "eval" / sub / "summary.json").is_file()
 
 
-def test_unknown_stage_is_refused(tiny_setup, capsys):
-    cfg = load_run_config(None, [*tiny_setup[0], "stages=[train, deploy]"])
-    assert run_all.main(cfg) == 2 and "deploy" in capsys.readouterr().out
+def test_unknown_stage_is_refused(tiny_setup):
+    with pytest.raises(ConfigError, match="stages: unknown stage.*deploy"):
+        load_run_config(None, [*tiny_setup[0], "stages=[train, deploy]"])

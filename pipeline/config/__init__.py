@@ -1,13 +1,18 @@
-"""Typed, documented run configuration: schema (one dataclass per stage) and a strict loader."""
+"""Typed, documented run configuration: schema (one dataclass per stage), the value checks each
+section runs when it is built (``checks``) and a strict loader."""
 
-from pipeline.config.loader import ConfigError, describe, load_config, save_config, to_dict
+from pipeline.config.checks import ConfigError, check_world, world_size
+from pipeline.config.loader import describe, load_config, save_config, to_dict
 from pipeline.config.schema import (DataConfig, EvalConfig, ModelConfig, PromptConfig, RewardConfig,
                                     RolloutConfig, RunConfig, SFTConfig, TrainConfig)
 
 
 def load_run_config(path=None, overrides=None) -> RunConfig:
-    """The run config from defaults, an optional YAML file and ``key=value`` overrides."""
-    return load_config(RunConfig, path, overrides)
+    """The run config from defaults, an optional YAML file and ``key=value`` overrides, checked
+    (every section, and the batch against torchrun's number of ranks)."""
+    cfg = load_config(RunConfig, path, overrides)
+    check_world(cfg, world_size())
+    return cfg
 
 
 __all__ = ["ConfigError", "DataConfig", "EvalConfig", "ModelConfig", "PromptConfig", "RewardConfig",

@@ -23,9 +23,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A bad config key or value; the message is one line naming the key."""
+from pipeline.config.checks import ConfigError
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -57,14 +55,13 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             if type(None) in args:
                 return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(key, value, arg)
-            except ConfigError as e:
-                errors.append(str(e))
+            except ConfigError:
+                pass
         raise ConfigError(f"{key}: expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
     if origin is Literal:
         for allowed in args:
@@ -123,11 +120,16 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     raise ConfigError(f"{key}: unsupported field type {tp!r}")
 
 
-def _merge(cls: type, current: Any, updates: dict[str, Any], prefix: str) -> Any:
-    """Return a copy of dataclass ``current`` with ``updates`` (a nested dict) applied."""
+class _Section(dict):
+    """Changes to one nested section (as opposed to a dict-valued field such as reward.weights)."""
+
+
+def _changes(cls: type, updates: dict[str, Any], prefix: str) -> _Section:
+    """``updates`` (a nested dict of raw values) checked against dataclass ``cls`` and coerced to
+    the field types; nothing is built yet."""
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    changes: dict[str, Any] = {}
+    out = _Section()
     for key, value in updates.items():
         path = f"{prefix}{key}"
         if key not in names:
@@ -136,12 +138,30 @@ def _merge(cls: type, current: Any, updates: dict[str, Any], prefix: str) -> Any
         if dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: expected a section (mapping), got {value!r}")
-            changes[key] = _merge(tp, getattr(current, key), value, f"{path}.")
+            out[key] = _changes(tp, value, f"{path}.")
         else:
-            changes[key] = _coerce(path, value, tp)
+            out[key] = _coerce(path, value, tp)
+    return out
+
+
+def _combine(first: _Section, then: _Section) -> _Section:
+    """``then`` applied over ``first``: sections merge key by key, a field's value is replaced."""
+    out = _Section(first)
+    for key, value in then.items():
+        out[key] = _combine(out[key], value) if isinstance(value, _Section) and key in out else value
+    return out
+
+
+def _build(current: Any, changes: _Section, prefix: str = "") -> Any:
+    """A copy of dataclass ``current`` with ``changes`` applied; each changed section is built
+    once, so its ``__post_init__`` checks (checks.py) see the final values."""
+    kwargs = {key: _build(getattr(current, key), value, f"{prefix}{key}.") if isinstance(value, _Section) else value
+              for key, value in changes.items()}
     try:
-        return dataclasses.replace(current, **changes)
-    except (ValueError, TypeError) as e:  # __post_init__ validation
+        return dataclasses.replace(current, **kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as e:  # a check that raised something else: still one line
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: {e}") from None
 
 
@@ -163,8 +183,8 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
 
 
 def load_config(cls: type, path: str | Path | None = None, overrides: list[str] | None = None):
-    """Build ``cls`` from defaults, then the YAML file at ``path``, then ``overrides``."""
-    cfg = cls()
+    """Build ``cls`` from defaults, then the YAML file at ``path``, then ``overrides`` (later wins)."""
+    changes = _Section()
     if path is not None:
         path = Path(path)
         if not path.is_file():
@@ -172,10 +192,10 @@ def load_config(cls: type, path: str | Path | None = None, overrides: list[str] 
         raw = yaml.safe_load(path.read_text()) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: top level must be a mapping of sections")
-        cfg = _merge(cls, cfg, raw, "")
+        changes = _changes(cls, raw, "")
     if overrides:
-        cfg = _merge(cls, cfg, parse_overrides(overrides), "")
-    return cfg
+        changes = _combine(changes, _changes(cls, parse_overrides(overrides), ""))
+    return _build(cls(), changes)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

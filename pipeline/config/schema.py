@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-TASKS = ("gsm8k", "math", "gsm-synth")
+from pipeline.config import checks
 
 
 @dataclass
@@ -22,7 +22,7 @@ class DataConfig:
     raw_dir: str = "data/raw"
     """Folder of the shipped raw files (gzipped JSONL, see data/README.md)."""
     prepared_dir: str = "data/prepared"
-    """Output folder: `<dataset>/<split>.jsonl` in the uniform schema of DESIGN.md."""
+    """Output folder: `<dataset>/<split>.jsonl` in the prepared schema (pipeline/data/problems.py)."""
     datasets: list[str] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
     """Which datasets to prepare: any of gsm8k, math, math500, gsm-synth."""
     dedup_math_train: bool = True
@@ -45,6 +45,9 @@ class DataConfig:
     """gsm-synth: cap on every intermediate and final value (keeps the arithmetic learnable)."""
     synth_seed: int = 1234
     """gsm-synth: generator seed (same seed -> same files)."""
+
+    def __post_init__(self):
+        checks.check_data(self)
 
 
 @dataclass
@@ -86,6 +89,9 @@ class ModelConfig:
     """Tiny model context length."""
     tiny_vocab_size: int = 1024
     """Tiny tokenizer vocabulary size (BPE trained offline; every digit is its own token)."""
+
+    def __post_init__(self):
+        checks.check_model(self)
 
 
 @dataclass
@@ -141,6 +147,9 @@ class RolloutConfig:
     seed_block: int = 0
     """Questions per seeded generate call (seed from the first one's draw index); 0 = one RNG stream, or 1 when ranks > 1."""
 
+    def __post_init__(self):
+        checks.check_rollout(self)
+
 
 @dataclass
 class RewardConfig:
@@ -156,6 +165,9 @@ class RewardConfig:
     """Seconds one equivalence check may take before it counts as wrong."""
     sandbox_backend: str = "auto"
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
+
+    def __post_init__(self):
+        checks.check_reward(self)
 
 
 @dataclass
@@ -233,6 +245,9 @@ class TrainConfig:
     fsdp: bool = False
     """torchrun: shard parameters, gradients and optimizer state across ranks with FSDP2 (fully_shard) instead of replicating them."""
 
+    def __post_init__(self):
+        checks.check_train(self)
+
 
 @dataclass
 class SFTConfig:
@@ -280,6 +295,9 @@ class EvalConfig:
     """Where results go; empty = `<run dir>/eval/<dataset>` for a run dir or checkpoint,
     `<model dir>/eval/<dataset>` for another local model, `<output_dir>/<name>/eval/<dataset>` for a hub id."""
 
+    def __post_init__(self):
+        checks.check_eval(self)
+
 
 @dataclass
 class RunConfig:
@@ -303,3 +321,6 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self):
+        checks.check_run(self)

@@ -28,9 +28,6 @@ def build_policy(cfg: RunConfig, resume_from: Path | None):
     """(policy, tokenizer, reference or None). Under LoRA the reference is ``policy`` itself,
     used inside ``reference_mode``."""
     device = resolve_device(cfg.device)
-    if cfg.model.lora and cfg.train.ref_reset_every:
-        raise ValueError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
-                         "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
     if cfg.model.lora:  # the frozen base in model.dtype; peft keeps the adapter in float32
         model, tok = load_policy(cfg.model.name_or_path, cfg.model.dtype, device)
         if resume_from is not None:

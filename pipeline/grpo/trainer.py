@@ -83,7 +83,6 @@ def main(cfg: RunConfig) -> int:
 def train(cfg: RunConfig) -> Path:
     distributed.init(cfg.train.dist_timeout_s)  # no-op outside torchrun; rank 0 alone writes files
     main_rank = distributed.is_main()
-    _validate(cfg)
     run_dir = Path(cfg.output_dir) / cfg.name
     ckpt = find_resume(run_dir, cfg.train.resume)
     state = load_trainer_state(ckpt) if ckpt is not None else None
@@ -365,25 +364,6 @@ def _tis(cfg, episodes, old, mask) -> tuple[torch.Tensor | None, dict[str, float
 
     engine = pad_logprobs([e.engine_logprobs for e in episodes], old.shape[1])
     return tis_weights(old, engine, mask, cfg.rollout.tis_cap)
-
-
-def _validate(cfg: RunConfig) -> None:
-    t = cfg.train
-    if t.advantage == "process" and t.kl_in == "reward":
-        raise TrainingError("train.kl_in=reward is implemented for outcome supervision only; "
-                            "use train.kl_in=loss with train.advantage=process")
-    if cfg.rollout.group_size < 2:
-        raise TrainingError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
-    if t.micro_batch_size < 1 or t.questions_per_step < 1 or t.num_iterations < 1:
-        raise TrainingError("train.micro_batch_size, questions_per_step and num_iterations must be >= 1")
-    ranks = distributed.world_size()
-    if t.questions_per_step % ranks:
-        raise TrainingError(f"train.questions_per_step={t.questions_per_step} must be divisible by the number of "
-                            f"ranks ({ranks}): it is the global batch, split evenly across ranks")
-    block = cfg.rollout.seed_block
-    if block < 0 or (block and t.questions_per_step // ranks % block):
-        raise TrainingError(f"rollout.seed_block={cfg.rollout.seed_block} must divide each rank's share of "
-                            f"train.questions_per_step ({t.questions_per_step // ranks})")
 
 
 def _warn_zero_std(cfg, step: int, frac: float) -> None:

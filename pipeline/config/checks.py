@@ -1,0 +1,117 @@
+"""Value checks of the run config, one function per section plus the cross-section ones.
+
+Types, unknown keys and ``Literal`` choices are the loader's job (``loader.py``); this file
+holds every rule about values: ranges, combinations within a section, combinations across
+sections. Each section dataclass calls its check from ``__post_init__``, so a config is checked
+when it is built, whether by the loader or by ``dataclasses.replace`` in a stage (TRL checks
+its ``GRPOConfig`` the same way). Stages do not check again. Every error is one line that names
+the key, e.g. ``train.kl_in=reward is implemented for outcome supervision only; ...``.
+
+``check_world`` is the exception: whether ``train.questions_per_step`` splits over the ranks
+depends on how many processes torchrun started (``WORLD_SIZE``), so the loader runs it on the
+finished config rather than on every construction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+
+class ConfigError(ValueError):
+    """A bad config key or value; the message is one line naming the key."""
+
+
+# Names the config refers to; the code that implements them checks it agrees (tests/test_config.py).
+DATASETS = ("gsm8k", "math", "math500", "gsm-synth")  # prepared by `mathrl data`
+STAGES = ("build-tiny", "sft", "train", "eval")  # what `mathrl run` may run, in this order
+SYNTH_OPS = ("+", "-", "*", "/")
+_USER_REWARD = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
+
+
+def check_data(d) -> None:
+    unknown = [name for name in d.datasets if name not in DATASETS]
+    if unknown:
+        raise ConfigError(f"data.datasets: unknown dataset(s) {unknown}; choose from {', '.join(DATASETS)}")
+    bad = [op for op in d.synth_ops if op not in SYNTH_OPS]
+    if bad or not d.synth_ops:
+        raise ConfigError(f"data.synth_ops must be a non-empty subset of {SYNTH_OPS}, got {d.synth_ops}")
+    if not 1 <= d.synth_min_steps <= d.synth_max_steps:
+        raise ConfigError(f"need 1 <= data.synth_min_steps <= data.synth_max_steps, got "
+                          f"{d.synth_min_steps} and {d.synth_max_steps}")
+    if d.synth_max_value < 2 * d.synth_max_number:
+        # then + or - always fits, so every drawn problem can be completed
+        raise ConfigError(f"data.synth_max_value={d.synth_max_value} must be at least 2 * data.synth_max_number "
+                          f"({2 * d.synth_max_number})")
+
+
+def check_model(m) -> None:
+    hidden, heads, kv = m.tiny_hidden_size, m.tiny_heads, m.tiny_kv_heads
+    if heads < 1 or kv < 1 or hidden % heads or heads % kv or hidden // heads < 32:
+        # head_dim >= 32: vLLM's CPU attention backend refuses smaller heads
+        raise ConfigError(f"model.tiny_*: need tiny_hidden_size % tiny_heads == 0, tiny_heads % tiny_kv_heads == 0 "
+                          f"and head_dim = hidden / heads >= 32; got hidden={hidden} heads={heads} kv_heads={kv}")
+
+
+def check_rollout(r) -> None:
+    if r.group_size < 2:
+        raise ConfigError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
+    if r.seed_block < 0:
+        raise ConfigError(f"rollout.seed_block must be >= 0, got {r.seed_block}")
+
+
+def check_reward(r) -> None:
+    import rewards  # light: the checkers load their heavy parts on first use
+
+    for name in r.weights:
+        if name not in rewards.REWARDS and not _USER_REWARD.match(name):
+            raise ConfigError(f"reward.weights: unknown reward {name!r}; valid: {', '.join(rewards.REWARDS)}, "
+                              "or a function given as package.module:function")
+
+
+def check_train(t) -> None:
+    if t.advantage == "process" and t.kl_in == "reward":
+        raise ConfigError("train.kl_in=reward is implemented for outcome supervision only; "
+                          "use train.kl_in=loss with train.advantage=process")
+    small = [k for k in ("micro_batch_size", "questions_per_step", "num_iterations") if getattr(t, k) < 1]
+    if small:
+        raise ConfigError(f"train.{small[0]} must be >= 1, got {getattr(t, small[0])}")
+
+
+def check_eval(e) -> None:
+    """Settings whose metrics would be meaningless."""
+    if e.n_samples < 1:
+        raise ConfigError(f"eval.n_samples must be >= 1 (got {e.n_samples})")
+    bad = [k for k in e.ks if not 1 <= k <= e.n_samples]
+    if bad:
+        raise ConfigError(f"eval.ks {bad} must each lie in 1..eval.n_samples={e.n_samples}")
+    if e.n_samples > 1 and e.temperature <= 0:
+        raise ConfigError(f"eval.n_samples={e.n_samples} with eval.temperature=0 gives {e.n_samples} identical "
+                          "greedy samples; set eval.temperature > 0 or eval.n_samples=1")
+
+
+def check_run(cfg) -> None:
+    """Rules that span sections."""
+    unknown = [s for s in cfg.stages if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"stages: unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
+    if cfg.model.lora and cfg.train.ref_reset_every:
+        raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
+                          "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
+
+
+def world_size() -> int:
+    """Processes the run starts with: torchrun's WORLD_SIZE, 1 outside torchrun."""
+    return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+
+
+def check_world(cfg, ranks: int) -> None:
+    """The global batch splits evenly over ``ranks``, and so do the seeded generate blocks."""
+    qps = cfg.train.questions_per_step
+    if qps % ranks:
+        raise ConfigError(f"train.questions_per_step={qps} must be divisible by the number of ranks ({ranks}): "
+                          "it is the global batch, split evenly across ranks")
+    block = cfg.rollout.seed_block
+    if block and qps // ranks % block:
+        raise ConfigError(f"rollout.seed_block={block} must divide each rank's share of "
+                          f"train.questions_per_step ({qps // ranks})")
