@@ -6,6 +6,7 @@ and never raises on bad model text. Pick them by name; a wrong name lists the va
 
 from __future__ import annotations
 
+import importlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from typing import Callable, Sequence
@@ -53,7 +54,10 @@ def get_reward(name: str) -> RewardFn:
 
 def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "auto") -> RewardFn:
     """REWARDS[name] with its options bound: the equivalence timeout for "correct" and
-    "steps", the sandbox backend for "code" (RewardConfig.timeout / .sandbox_backend)."""
+    "steps", the sandbox backend for "code" (RewardConfig.timeout / .sandbox_backend). A name of
+    the form ``package.module:function`` is a user function with the registry's signature, imported."""
+    if ":" in name:
+        return _import_reward(name)
     fn = get_reward(name)
     if name == "correct":
         def correct(completion: str, gold: str, style: str = "auto") -> float:
@@ -72,23 +76,36 @@ def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "aut
     return fn
 
 
+def _import_reward(name: str) -> RewardFn:
+    module, _, attr = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"reward {name!r}: cannot import {attr} from {module} ({e})") from None
+
+
 class CombinedReward:
-    """sum_i w_i * REWARDS[name_i](completion, gold, style); `.components` for logging."""
+    """sum_i w_i * fn_i(completion, gold, style) over registered rewards (or user functions given
+    as package.module:function); `.components` for logging. Names in `always` are scored and
+    reported even without a weight (weight 0), e.g. correctness while training on another reward."""
 
     def __init__(self, weights: dict[str, float], *, timeout: float = 5.0,
-                 sandbox_backend: str = "auto"):
-        if not weights:
+                 sandbox_backend: str = "auto", always: Sequence[str] = ()):
+        self.weights = {**{name: 0.0 for name in always}, **weights}
+        if not self.weights:
             raise ValueError("combine() needs at least one reward name")
-        self.weights = dict(weights)
         self.fns = {name: build_reward(name, timeout=timeout, sandbox_backend=sandbox_backend)
                     for name in self.weights}
 
     def components(self, completion: str, gold: str, style: str = "auto") -> dict[str, float]:
-        return {name: fn(completion, gold, style) for name, fn in self.fns.items()}
+        return {name: float(fn(completion, gold, style)) for name, fn in self.fns.items()}
+
+    def total(self, parts: dict[str, float]) -> float:
+        """The weighted sum of `components`' values."""
+        return sum(self.weights[n] * v for n, v in parts.items())
 
     def __call__(self, completion: str, gold: str, style: str = "auto") -> float:
-        parts = self.components(completion, gold, style)
-        return sum(self.weights[n] * v for n, v in parts.items())
+        return self.total(self.components(completion, gold, style))
 
 
 def combine(weights: dict[str, float], *, timeout: float = 5.0,
