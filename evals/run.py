@@ -4,11 +4,13 @@
 
 Reads top to bottom: load the model (hub id, local dir, LoRA adapter dir or run dir), load the
 problems, build prompts with the training template (zero- or few-shot), sample through the
-rollout engine (HF generate, or vLLM when ``rollout.engine=vllm``), grade with ``rewards.check``,
-and write results.jsonl, summary.json, report.md and accuracy.png to the eval dir.
+engine ``rollout.engine`` names (HF generate, a colocated vLLM or a `mathrl vllm-serve` server,
+built by the same factory as training's), grade with ``rewards.check``, and write results.jsonl,
+summary.json, report.md and accuracy.png to the eval dir.
 
-``evaluate(model, tokenizer, problems, ...)`` is the same loop for a model already in memory:
-the trainer's periodic eval (``train.eval_every``) calls it with the live policy.
+``evaluate(model, tokenizer, problems, ...)`` is the same loop for a model already in memory;
+``periodic_eval(cfg)`` wraps it as the callable the trainer runs every ``train.eval_every``
+steps on the live policy (the stages hand it to the trainer: grpo/ never imports evals).
 
 Deviations from the papers' protocols:
 1. maj@k and pass@k use the first k of the n samples (pass@k with the unbiased estimator over
@@ -29,6 +31,7 @@ from pipeline.config import RunConfig
 from pipeline.data.problems import load_problems
 from pipeline.prompts import build_prompt, get_template
 from pipeline.rollout.base import SamplingParams
+from pipeline.rollout.factory import build_engine
 
 
 def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: str = "gsm8k",
@@ -83,6 +86,16 @@ def evaluate_with_config(model, tokenizer, cfg: RunConfig, *, dataset: str | Non
                     progress=progress)
 
 
+def periodic_eval(cfg: RunConfig):
+    """The trainer's periodic eval (``train.eval_every``): ``evaluate_with_config`` on the first
+    ``train.eval_limit`` problems of ``train.task``'s ``eval.split``, with the live policy and the
+    trainer's own engine. Returns ``fn(model, tokenizer, engine, out_dir) -> summary``."""
+    def run(model, tokenizer, engine, out_dir: Path | None) -> dict:
+        return evaluate_with_config(model, tokenizer, cfg, dataset=cfg.train.task, limit=cfg.train.eval_limit,
+                                    engine=engine, output_dir=out_dir)
+    return run
+
+
 def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
     """``eval.output_dir`` if set; else ``<run dir>/eval/<dataset>`` for a model inside a run dir
     (``_step_N`` appended for a step checkpoint), ``<model dir>/eval/<dataset>`` for another
@@ -100,22 +113,14 @@ def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
     return path / "eval" / tag
 
 
-def make_engine(cfg: RunConfig, model, tokenizer, model_path: str):
-    """The rollout engine named by ``rollout.engine`` (vLLM imported only when asked for).
+def eval_engine(cfg: RunConfig, model, tokenizer, model_path: str):
+    """The rollout engine ``rollout.engine`` names (``pipeline.rollout.factory``) for ``model``,
+    loaded from ``model_path``. vLLM loads full models only: for a LoRA adapter it starts on the
+    base model and then takes the merged weights of ``model`` through ``sync_weights``."""
+    from evals.loading import adapter_base
 
-    vLLM loads full models only: for a LoRA adapter it starts on the base model and then takes
-    the merged weights of ``model`` through ``sync_weights``.
-    """
-    if cfg.rollout.engine == "vllm":
-        from evals.loading import adapter_base
-        from pipeline.rollout.vllm_engine import VLLMEngine  # optional extra; needs vllm installed
-        base = adapter_base(model_path)
-        engine = VLLMEngine(base or model_path, cfg.rollout, dtype=cfg.model.dtype, seed=cfg.seed)
-        if base:
-            engine.sync_weights(model)
-        return engine
-    from pipeline.rollout.hf_engine import HFEngine
-    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size)
+    base = adapter_base(model_path)
+    return build_engine(cfg, model, tokenizer, load_path=base or model_path, holds_weights=base is None)
 
 
 def main(cfg: RunConfig) -> int:
@@ -126,7 +131,7 @@ def main(cfg: RunConfig) -> int:
     if cfg.eval.dataset in ("math", "math500") and style != "math":
         print(f"eval: note: prompt.template={cfg.prompt.template} asks for '#### answer' on {cfg.eval.dataset}; "
               "MATH evals usually use prompt.template=math (\\boxed{} answers)")
-    engine = make_engine(cfg, model, tokenizer, path)
+    engine = eval_engine(cfg, model, tokenizer, path)
     try:
         summary = evaluate_with_config(model, tokenizer, cfg, engine=engine, output_dir=out, progress=True)
     finally:

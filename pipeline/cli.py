@@ -3,8 +3,9 @@
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
-(outcome vs process supervision), config (print every key with its documentation). Each stage is a ``main(cfg)`` function in its module,
-imported only when used so ``mathrl data`` does not pay for torch.
+(outcome vs process supervision), config (print every key with its documentation). Each stage is
+a function ``fn(cfg) -> exit code`` (``module:function``, ``main`` when not named), imported only
+when used so ``mathrl data`` does not pay for torch.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ STAGES = {
     "data": ("pipeline.data.prepare", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
     "build-tiny": ("pipeline.models", "build the tiny Qwen2-style model and tokenizer offline"),
     "sft": ("pipeline.sft", "supervised warm start on reference solutions"),
-    "train": ("pipeline.grpo.trainer", "GRPO training (outcome or process supervision)"),
+    "train": ("pipeline.run_all:train", "GRPO training (outcome or process supervision)"),
     "eval": ("evals.run", "evaluate a model on gsm8k / math / math500 / gsm-synth"),
     "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
     "vllm-serve": ("pipeline.rollout.vllm_server", "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)"),
@@ -65,9 +66,10 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as e:
         print(f"mathrl: config error: {e}", file=sys.stderr)
         return 2
-    module = importlib.import_module(STAGES[args.stage][0])
+    module, _, function = STAGES[args.stage][0].partition(":")
+    stage = getattr(importlib.import_module(module), function or "main")
     try:
-        result = module.main(cfg)
+        result = stage(cfg)
     except (OSError, DataError) as e:  # missing files, models or data: say what, not a traceback
         if os.environ.get("MATHRL_DEBUG"):
             raise

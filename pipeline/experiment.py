@@ -28,15 +28,20 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def run_one(cfg: RunConfig, mode: str, seed: int) -> list[tuple[int, float]]:
+def run_config(cfg: RunConfig, mode: str, seed: int) -> RunConfig:
+    """The config of one (mode, seed) run; built (and so checked) before any run starts."""
+    return dataclasses.replace(
+        cfg, name=f"{cfg.name}-exp-{mode}-seed{seed}", seed=seed,
+        train=dataclasses.replace(cfg.train, advantage=mode, eval_every=cfg.train.eval_every or 10))
+
+
+def run_one(run_cfg: RunConfig) -> list[tuple[int, float]]:
     """Train one (mode, seed) run; return its (step, eval accuracy) points."""
+    from evals.run import periodic_eval
     from pipeline.grpo import trainer
     from pipeline.grpo.run_log import read_metrics
 
-    run_cfg = dataclasses.replace(
-        cfg, name=f"{cfg.name}-exp-{mode}-seed{seed}", seed=seed,
-        train=dataclasses.replace(cfg.train, advantage=mode, eval_every=cfg.train.eval_every or 10))
-    run_dir = trainer.train(run_cfg)
+    run_dir = trainer.train(run_cfg, evaluate=periodic_eval(run_cfg))
     return [(r["step"], r["eval/accuracy"]) for r in read_metrics(run_dir) if r.get("eval/accuracy") is not None]
 
 
@@ -92,6 +97,7 @@ def main(cfg: RunConfig, seeds: tuple[int, ...] = (0, 1, 2)) -> int:
     from pipeline.run_all import evaluate_model
 
     out = Path(cfg.output_dir) / f"{cfg.name}-experiment"
+    jobs = {(mode, seed): run_config(cfg, mode, seed) for mode in MODES for seed in seeds}  # fail before SFT
     if "build-tiny" in cfg.stages:
         models.main(cfg)
     if "sft" in cfg.stages:
@@ -100,11 +106,10 @@ def main(cfg: RunConfig, seeds: tuple[int, ...] = (0, 1, 2)) -> int:
                                                                  limit=cfg.train.eval_limit))
     start_acc = evaluate_model(eval_cfg, cfg.model.name_or_path, out / "eval_start")["accuracy"]
     # Independent runs, one per core (each single-threaded: on few cores that beats sharing).
-    jobs = [(mode, seed) for mode in MODES for seed in seeds]
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_one_thread) as pool:
-        futures = {job: pool.submit(run_one, cfg, *job) for job in jobs}
+        futures = {job: pool.submit(run_one, run_cfg) for job, run_cfg in jobs.items()}
         curves = {mode: {seed: futures[(mode, seed)].result() for seed in seeds} for mode in MODES}
     summary = summarise(curves, start_acc)
     (out / "results.json").write_text(json.dumps(summary, indent=1))

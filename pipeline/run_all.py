@@ -1,4 +1,4 @@
-"""`mathrl run` / `make train`: every stage the config lists, then a short report.
+"""`mathrl run` / `make train`: every stage the config lists, then a short report; and `mathrl train`.
 
 For the CPU default (`configs/cpu_tiny.yaml`) that is: build the tiny model -> SFT warm start
 -> evaluate the SFT model ("before") -> GRPO -> evaluate the trained model ("after") -> write
@@ -6,6 +6,9 @@ For the CPU default (`configs/cpu_tiny.yaml`) that is: build the tiny model -> S
 line printed is machine-readable:
 
     result: task=<name> before=<accuracy 0..1> after=<accuracy 0..1> minutes=<wall minutes>
+
+Both commands hand the GRPO trainer its periodic eval (``evals.run.periodic_eval``): the stages
+sit above both ``pipeline.grpo`` and ``evals``, which do not import each other.
 """
 
 from __future__ import annotations
@@ -15,6 +18,14 @@ import time
 from pathlib import Path
 
 from pipeline.config import RunConfig
+
+def train(cfg: RunConfig) -> int:
+    """`mathrl train`: GRPO alone, with the periodic eval (``train.eval_every``) wired in."""
+    from evals.run import periodic_eval
+    from pipeline.grpo import trainer
+
+    return trainer.main(cfg, evaluate=periodic_eval(cfg))
+
 
 def greedy(cfg: RunConfig) -> RunConfig:
     """The same config with greedy single-sample evaluation."""
@@ -28,11 +39,11 @@ def is_greedy(cfg: RunConfig) -> bool:
 def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
     """Eval of ``model_path`` with the eval section's settings, outputs in ``out_dir``."""
     from evals.loading import load_for_eval
-    from evals.run import evaluate_with_config, make_engine
+    from evals.run import eval_engine, evaluate_with_config
 
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=model_path))
     model, tok, path = load_for_eval(model_path, cfg.model.dtype, cfg.device)
-    engine = make_engine(cfg, model, tok, path)
+    engine = eval_engine(cfg, model, tok, path)
     try:
         return evaluate_with_config(model, tok, cfg, engine=engine, output_dir=out_dir, progress=True)
     finally:
@@ -89,8 +100,7 @@ def main(cfg: RunConfig) -> int:
     before = _eval_all(settings, cfg.model.name_or_path, run_dir, "before") if "eval" in cfg.stages else {}
     after = {}
     if "train" in cfg.stages:
-        from pipeline.grpo import trainer
-        code = trainer.main(cfg)
+        code = train(cfg)
         if code:
             return code
         if "eval" in cfg.stages:
@@ -106,4 +116,4 @@ def main(cfg: RunConfig) -> int:
     return 0
 
 
-__all__ = ["main", "evaluate_model", "write_report"]
+__all__ = ["main", "train", "evaluate_model", "write_report"]

@@ -13,6 +13,7 @@ import torch
 import torch.multiprocessing as mp
 
 from pipeline.config import ConfigError, load_run_config
+from pipeline import faults
 from pipeline.grpo import trainer
 from pipeline.parallel import distributed
 from pipeline.grpo.run_log import read_metrics
@@ -57,7 +58,7 @@ def test_two_ranks_match_one_process_and_resume_on_one(tiny_setup):
 
 def test_killed_rank_ends_the_job_with_a_message(tiny_setup):
     args = _args(tiny_setup, "dp-kill", "train.steps=3", "train.dist_timeout_s=300")
-    assert_killed_rank_ends_the_job(args, Path(tiny_setup[1]) / "runs" / "dp-kill", trainer.CRASH_ENV)
+    assert_killed_rank_ends_the_job(args, Path(tiny_setup[1]) / "runs" / "dp-kill", faults.CRASH_AFTER_STEP)
 
 
 def test_shard_splits_evenly_and_rejects_remainders(monkeypatch):

@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 
+from evals.run import periodic_eval
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
 from pipeline.parallel import fsdp
@@ -67,8 +68,10 @@ def test_fsdp_resumes_an_unsharded_checkpoint_with_reference_resets_and_mu_2(tin
     gradient checkpointing inside the sharded layers, and the periodic eval (run by every rank)."""
     extra = (SEEDED, "train.num_iterations=2", "train.loss_type=dapo", "train.ref_reset_every=1", "train.beta=0.1",
              "train.eval_every=3", "train.eval_limit=6", "eval.max_new_tokens=16")
-    one = trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-one", "train.steps=3", *extra)))
-    trainer.train(load_run_config(None, _args(tiny_setup, "fsdp-mu-two", "train.steps=1", *extra)))
+    cfg = load_run_config(None, _args(tiny_setup, "fsdp-mu-one", "train.steps=3", *extra))
+    one = trainer.train(cfg, evaluate=periodic_eval(cfg))
+    cfg = load_run_config(None, _args(tiny_setup, "fsdp-mu-two", "train.steps=1", *extra))
+    trainer.train(cfg, evaluate=periodic_eval(cfg))
     # gradient checkpointing on the sharded side only: it must not change the numbers
     _torchrun(_args(tiny_setup, "fsdp-mu-two", "train.steps=3", "train.fsdp=true", "model.gradient_checkpointing=true",
                     *extra))

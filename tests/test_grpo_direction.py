@@ -7,14 +7,16 @@ from __future__ import annotations
 import torch
 
 from pipeline.config import load_run_config
-from pipeline.grpo import trainer
-from pipeline.grpo.components import QuestionSampler, build_engine, build_optimizer, build_policy
 from pipeline.data.problems import load_problems
+from pipeline.grpo import trainer
+from pipeline.grpo.batch import all_logprobs, make_batch
+from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
+from pipeline.rollout.factory import build_engine
 
 
 def _seq_logp(cfg, policy, batch):
     with torch.no_grad():
-        lp = trainer._all_logprobs(cfg, policy, batch.packed)
+        lp = all_logprobs(cfg, policy, batch.packed)
     return (lp * batch.packed.completion_mask).sum(dim=1)  # [N]
 
 
@@ -28,9 +30,10 @@ def test_update_raises_logp_of_positive_advantage(tiny_setup, tmp_path):
     opt, sched = build_optimizer(cfg, policy)
     engine = build_engine(cfg, policy, tok)
     sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
-    batch = trainer.make_batch(cfg, policy, ref, tok, engine, sampler, {})
+    state = TrainState(policy, ref, tok, engine, opt, sched, sampler)
+    batch = make_batch(cfg, state, {})
     before = _seq_logp(cfg, policy, batch)
-    trainer.optimise(cfg, policy, ref, opt, sched, batch, 1, tmp_path, {})
+    trainer.optimise(cfg, state, batch, 1, tmp_path, {})
     delta = _seq_logp(cfg, policy, batch) - before
     adv = batch.advantages
     assert (adv > 0).any() and (adv < 0).any()

@@ -185,6 +185,34 @@ def test_dapo_num_tokens_makes_accumulation_exact():
     assert (parts[0] + parts[1]).item() == pytest.approx(full.item(), rel=1e-12)
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_batch_counts_make_accumulated_micro_batches_the_batch_loss(loss_type):
+    """The trainer passes the whole batch's rows and tokens and sums the micro-batch losses (over
+    ranks too); that sum is the whole batch's loss, and so is the gradient. bnpo keeps each
+    micro-batch's token count (as TRL), so its sum is the row-weighted mean of the parts."""
+    gen = random.Random(11)
+    lp, old, ref, adv, mask = _random_batch(gen, n=6, t=5)
+    kw = dict(loss_type=loss_type, max_completion_length=5, beta=0.04)
+    full_lp = _t(lp).requires_grad_()
+    full, _ = policy_loss(full_lp, _t(old), _t(ref), _t(adv), torch.tensor(mask), **kw)
+    full.backward()
+    tokens = float(sum(map(sum, mask)))
+    parts_lp = _t(lp).requires_grad_()
+    total, plain = 0.0, []
+    for s in (slice(0, 2), slice(2, 6)):
+        args = (parts_lp[s], _t(old[s]), _t(ref[s]), _t(adv[s]), torch.tensor(mask[s]))
+        loss, stats = policy_loss(*args, num_tokens=tokens, num_rows=6, **kw)
+        loss.backward()
+        total = total + loss.item()
+        plain.append(policy_loss(*args, num_tokens=tokens if loss_type == "dapo" else None, **kw)[0].item())
+        assert stats["loss"] == pytest.approx(plain[-1], rel=1e-6)  # the call's own loss (stats are float32)
+    if loss_type == "bnpo":
+        assert total == pytest.approx((2 * plain[0] + 4 * plain[1]) / 6, rel=1e-12)
+    else:
+        assert total == pytest.approx(full.item(), rel=1e-12)
+        assert torch.allclose(parts_lp.grad, full_lp.grad, rtol=1e-10, atol=1e-14)
+
+
 def test_masked_tokens_contribute_nothing():
     gen = random.Random(5)
     lp, old, ref, adv, mask = _random_batch(gen, process=True)
@@ -248,8 +276,8 @@ def test_argument_errors():
         policy_loss(x, x, x, torch.zeros(2), m, loss_type="ppo")
     with pytest.raises(ValueError):
         policy_loss(x, x, x, torch.zeros(2), m, kl_estimator="k4")
-    with pytest.raises(ValueError):
-        policy_loss(x, x, x, torch.zeros(2), m, num_tokens=4)
+    with pytest.raises(ValueError, match="num_rows"):
+        policy_loss(x, x, x, torch.zeros(2), m, num_rows=1)
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])

@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 
+from pipeline import faults
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
 from pipeline.grpo.run_log import read_metrics
@@ -58,7 +59,7 @@ def test_resume_after_kill_reproduces_next_step(tiny_setup):
     assert any(r["grad_norm"] > 0 for r in read_metrics(straight))  # the steps really trained
     overrides, _ = tiny_setup
     args = [*overrides, *FAST, "name=killed", "train.steps=3"]
-    env = {**os.environ, trainer.CRASH_ENV: "2"}
+    env = {**os.environ, faults.CRASH_AFTER_STEP: "2"}
     proc = subprocess.run([sys.executable, "-m", "pipeline", "train", *args], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-2000:]  # killed by SIGKILL right after step 2

@@ -13,6 +13,7 @@ import torch
 import torch.multiprocessing as mp
 
 from pipeline.config import load_run_config
+from pipeline import faults
 from pipeline.grpo import trainer
 from pipeline.parallel import distributed
 from pipeline.grpo.run_log import read_metrics
@@ -105,4 +106,4 @@ def test_killed_vllm_rank_ends_the_job_with_a_message(tiny_setup):
     """Rank 1 is SIGKILLed after step 1; rank 0, with its vLLM engine still up, must stop by
     itself with exit code 1 and the PeerLost message."""
     args = _args(tiny_setup, "vdp-kill", "train.steps=3", "train.dist_timeout_s=300")
-    assert_killed_rank_ends_the_job(args, Path(tiny_setup[1]) / "runs" / "vdp-kill", trainer.CRASH_ENV)
+    assert_killed_rank_ends_the_job(args, Path(tiny_setup[1]) / "runs" / "vdp-kill", faults.CRASH_AFTER_STEP)

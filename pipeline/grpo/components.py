@@ -1,4 +1,5 @@
-"""What the GRPO loop is built from: policy + reference, optimizer + schedule, engine, sampler.
+"""What the GRPO loop is built from: policy + reference, optimizer + schedule, question sampler,
+held together (with the rollout engine from ``pipeline.rollout.factory``) in a ``TrainState``.
 
 Kept out of ``trainer.py`` so the loop reads like the algorithm. Reference policy rules:
 beta = 0 (and KL not in the reward) -> no reference at all; LoRA -> the same model with its
@@ -11,13 +12,16 @@ import copy
 import math
 import random
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from pipeline.config import RunConfig
 from pipeline.grpo import precision
 from pipeline.models import apply_lora, load_policy, resolve_device
+from pipeline.rollout.base import RolloutEngine
 
 
 def needs_reference(cfg: RunConfig) -> bool:
@@ -84,22 +88,6 @@ def build_optimizer(cfg: RunConfig, model):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
-def build_engine(cfg: RunConfig, model, tokenizer):
-    if cfg.rollout.engine == "vllm":
-        from pipeline.rollout.vllm_engine import VLLMEngine
-        engine = VLLMEngine(cfg.model.name_or_path, cfg.rollout, dtype=cfg.model.dtype, seed=cfg.seed)
-        engine.sync_weights(model)
-        return engine
-    if cfg.rollout.engine == "vllm_server":  # a separate `mathrl vllm-serve` process
-        from pipeline.rollout.vllm_client import VLLMServerEngine
-        engine = VLLMServerEngine(cfg, model)
-        engine.sync_weights(model)
-        return engine
-    from pipeline.parallel.fsdp import enabled as fsdp_enabled
-    from pipeline.rollout.hf_engine import HFEngine
-    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, synced=fsdp_enabled(cfg))
-
-
 class QuestionSampler:
     """Deterministic question order: a seeded shuffle per epoch; the position is checkpointed."""
 
@@ -136,3 +124,16 @@ class QuestionSampler:
     def load_state_dict(self, state: dict) -> None:
         self.epoch, self.pos = state["epoch"], state["pos"]
         self._order = self._shuffle()
+
+
+@dataclass
+class TrainState:
+    """Everything a GRPO step reads and updates (the checkpoint holds the last four's state)."""
+
+    policy: Any  # the trained model (a peft model under LoRA; FSDP-wrapped under train.fsdp)
+    ref: Any | None  # the reference: None when beta = 0, the policy itself under LoRA
+    tokenizer: Any
+    engine: RolloutEngine  # samples from the policy's weights (synced after every step)
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    sampler: QuestionSampler

@@ -13,13 +13,20 @@ Aggregations over the [N, T] per-token losses, masked tokens excluded:
   dapo    the same, but `num_tokens` may pass the token count of the whole optimizer batch so
           that gradient accumulation over micro-batches gives the full-batch loss;
   dr_grpo sum / (N * max_completion_length).
+Gradient accumulation (one call per micro-batch, on every rank): with `num_rows` and
+`num_tokens`, the rows and completion tokens of the whole optimizer batch, each call returns its
+share, so the gradients summed over micro-batches and ranks are those of the whole batch. dapo
+divides by `num_tokens`; grpo, dr_grpo and bnpo are scaled by N / `num_rows` (bnpo keeps each
+micro-batch's own token count, as TRL does). All of the loss normalisation lives here (verl
+keeps it in one function too, `agg_loss` in `core_algos.py`); the trainer only calls backward.
 `importance_level="sequence"` (GSPO): one ratio per sequence, exp(masked mean of logp - old),
 broadcast to its tokens; everything else is unchanged.
 
 With old_logp = logp.detach() (one update per batch) the ratio is exactly 1 but carries the
 gradient of logp, so d loss / d logp[i, t] = -(A_i + beta * (exp(ref - logp) - 1)) / (|o_i| N)
-under `grpo` (seed 002's gradient coefficient GC_GRPO), and the loss value is the negative mean
-advantage, i.e. 0 at step 0 for outcome advantages when ref = policy.
+under `grpo` (the gradient coefficient of GRPO in DeepSeekMath, sec. 5.2.1 / appendix A.1.6),
+and the loss value is the negative mean advantage, i.e. 0 at step 0 for outcome advantages when
+ref = policy.
 """
 from __future__ import annotations
 
@@ -60,6 +67,7 @@ def policy_loss(
     max_completion_length: int | None = None,
     is_weights: torch.Tensor | None = None,
     num_tokens: float | None = None,
+    num_rows: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO loss of one (micro-)batch and its statistics.
 
@@ -68,16 +76,18 @@ def policy_loss(
     ref_logp: [N, T] under the reference policy, or None when beta = 0;
     advantages: [N] (outcome) or [N, T] (process); mask: [N, T], 1/True on completion tokens.
     is_weights: optional [N, T] truncated importance-sampling weights multiplying the per-token
-    surrogate (treated as constants). num_tokens: `dapo` only, the denominator to use instead of
-    this call's token count (the whole optimizer batch's count under gradient accumulation).
-    Returns (scalar loss, stats) with stats: loss, kl (masked token mean of the chosen estimator,
+    surrogate (treated as constants; the truncated importance sampling weights of tis.py).
+    num_tokens / num_rows: completion tokens / rows of the whole optimizer batch under gradient
+    accumulation (see the module notes); None: this call is the whole batch.
+    Returns (scalar loss, stats) with stats: loss (this call's loss before the accumulation
+    scaling), kl (masked token mean of the chosen estimator,
     0.0 without ref_logp), clip_frac_low / clip_frac_high / clip_frac (fraction of tokens whose
     surrogate takes the clipped, zero-gradient branch: A < 0 and ratio < 1 - clip_low /
     A > 0 and ratio > 1 + clip_high), ratio_mean / ratio_min / ratio_max and adv_abs_mean
     (masked token statistics) and num_tokens.
     """
     _check_args(logp, mask, advantages, loss_type, importance_level, kl_estimator, beta, ref_logp,
-                max_completion_length, num_tokens)
+                max_completion_length, num_rows)
     m = mask.to(torch.bool)  # [N, T]
     mf = m.to(logp.dtype)
     zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
@@ -103,6 +113,8 @@ def policy_loss(
             per_token = per_token + beta * kl
     loss = _aggregate(torch.where(m, per_token, zero), mf, loss_type, max_completion_length, num_tokens)
     stats = _stats(loss, ratio, adv, kl, m, mf, clip_low, clip_high)
+    if num_rows is not None and loss_type != "dapo":  # dapo's num_tokens already spans the batch
+        loss = loss * (logp.shape[0] / num_rows)
     return loss, stats
 
 
@@ -112,7 +124,10 @@ def _aggregate(per_token, mf, loss_type, max_completion_length, num_tokens):
         return (per_token.sum(dim=1) / mf.sum(dim=1).clamp(min=1)).mean()
     if loss_type == "dr_grpo":
         return per_token.sum() / (per_token.shape[0] * max_completion_length)
-    denom = mf.sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=mf.dtype, device=mf.device)
+    if loss_type == "bnpo" or num_tokens is None:  # bnpo: this micro-batch's tokens (TRL)
+        denom = mf.sum()
+    else:
+        denom = torch.as_tensor(num_tokens, dtype=mf.dtype, device=mf.device)
     return per_token.sum() / denom.clamp(min=1)
 
 
@@ -140,7 +155,7 @@ def _stats(loss, ratio, adv, kl, m, mf, clip_low, clip_high):
 
 
 def _check_args(logp, mask, advantages, loss_type, importance_level, kl_estimator, beta, ref_logp,
-                max_completion_length, num_tokens):
+                max_completion_length, num_rows):
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"unknown loss_type {loss_type!r}; expected one of {LOSS_TYPES}")
     if importance_level not in _LEVELS:
@@ -155,5 +170,5 @@ def _check_args(logp, mask, advantages, loss_type, importance_level, kl_estimato
         raise ValueError("ref_logp is required when beta != 0")
     if loss_type == "dr_grpo" and not max_completion_length:
         raise ValueError("loss_type='dr_grpo' needs max_completion_length (the generation length limit)")
-    if num_tokens is not None and loss_type != "dapo":
-        raise ValueError("num_tokens is only used by loss_type='dapo'")
+    if num_rows is not None and num_rows < logp.shape[0]:
+        raise ValueError(f"num_rows={num_rows} (the whole batch's rows) is smaller than this call's {logp.shape[0]}")

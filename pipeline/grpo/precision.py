@@ -40,3 +40,14 @@ def autocast(cfg, device: str):
     if not mixed(cfg):
         return nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=getattr(torch, cfg.model.dtype))
+
+
+def autocast_for(cfg, engine=None):
+    """``autocast`` for the trainer's own forwards: log-probs, and generation or evaluation with
+    the HF engine (which runs the policy itself). A vLLM engine runs its own model: no-op."""
+    from pipeline.models import resolve_device
+    from pipeline.rollout.hf_engine import HFEngine
+
+    if engine is not None and not isinstance(engine, HFEngine):
+        return nullcontext()
+    return autocast(cfg, resolve_device(cfg.device))

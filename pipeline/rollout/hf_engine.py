@@ -3,8 +3,8 @@
 The engine holds a reference to the policy module itself, so ``sync_weights`` has nothing to
 copy. Prompts are left-padded and generated in chunks of ``batch_size`` sequences.
 
-``synced=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward is a
-collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
+``lockstep=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward
+is a collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
 instead of layer by layer at every token. The caller must give every rank the same number of
 ``generate`` calls with the same number of prompts, so that the chunks line up too.
@@ -19,9 +19,9 @@ from pipeline.rollout.base import Sample, SamplingParams
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, synced: bool = False):
+    def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, lockstep: bool = False):
         self.model = model
-        self.synced = synced
+        self.lockstep = lockstep  # every rank runs the same generate calls (sharded model)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.progress = progress
@@ -35,7 +35,7 @@ class HFEngine:
         self.model = None
 
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        if not self.synced:
+        if not self.lockstep:
             return self._generate(prompts, n, params)
         from pipeline.parallel.fsdp import gathered  # sharded: gather each layer once per call, not per token
         with gathered(self.model):
@@ -68,7 +68,7 @@ class HFEngine:
                 max_new_tokens=params.max_new_tokens, do_sample=not greedy,
                 temperature=None if greedy else params.temperature,
                 top_p=None if greedy else params.top_p, top_k=None if greedy else (params.top_k or 0),
-                pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.synced)
+                pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.lockstep)
             for row, (i, ids) in enumerate(chunk):
                 completion_ids, reason = _trim(out[row, width:].tolist(), eos_ids, tok.pad_token_id)
                 results[i].append(Sample(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +31,7 @@ from dataclasses import asdict
 
 import torch
 
+from pipeline import faults
 from pipeline.config import RunConfig
 from pipeline.parallel import distributed
 from pipeline.rollout.base import Sample, SamplingParams
@@ -41,7 +41,6 @@ from pipeline.weights.export import hf_weights
 __all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "CONNECT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 10.0  # first contact: a server that is not there fails this fast
-CRASH_ENV = "MATHRL_CRASH_IN_BROADCAST"  # fault injection for tests: exit before weight bucket N
 
 
 class ServerLost(distributed.PeerLost):
@@ -136,7 +135,7 @@ class VLLMServerEngine:
         self._call("POST", "/update_weights", {"generation": self.generation, "update": update,
                                                "specs": specs, "bucket_bytes": BUCKET_BYTES})
         try:
-            self.group.send(named, BUCKET_BYTES, on_bucket=_crash_hook())
+            self.group.send(named, BUCKET_BYTES, on_bucket=faults.broadcast_hook())
         except BroadcastError as e:
             self._drop_group()
             raise ServerLost(f"vLLM server {self.url}: weight broadcast failed ({e}); the server died or hung. "
@@ -170,14 +169,3 @@ class VLLMServerEngine:
             except distributed.PeerLost:
                 pass  # the server is gone or busy; it drops the group when the next trainer joins
         self._drop_group()
-
-
-def _crash_hook():
-    at = os.environ.get(CRASH_ENV)
-    if at is None:
-        return None
-
-    def hook(bucket: int) -> None:
-        if bucket == int(at):
-            os._exit(17)
-    return hook

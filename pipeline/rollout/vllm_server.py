@@ -30,7 +30,6 @@ together; prompts are strings tokenised as VLLMEngine does.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -222,7 +221,7 @@ def make_handler(server: WeightServer):
 
 
 def main(cfg: RunConfig) -> int:
-    from pipeline.rollout.vllm_engine import VLLMEngine
+    from pipeline.rollout.factory import colocated_vllm
 
     r = cfg.rollout
     # NCCL weight group: on a timed-out or broken broadcast abort the communicator but keep this
@@ -235,8 +234,7 @@ def main(cfg: RunConfig) -> int:
               "pick another rollout.server_port", file=sys.stderr)
         return 1
     log(f"loading {cfg.model.name_or_path} ({cfg.model.dtype}) into vLLM")
-    engine = VLLMEngine(cfg.model.name_or_path, dataclasses.replace(r, vllm_sleep_mode=False),
-                        dtype=cfg.model.dtype, seed=cfg.seed)
+    engine = colocated_vllm(cfg, cfg.model.name_or_path, sleep_mode=False)
     server = WeightServer(cfg, engine)
     httpd.RequestHandlerClass = make_handler(server)
     _on_signals(httpd)

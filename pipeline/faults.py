@@ -1,0 +1,36 @@
+"""Fault injection for the tests that check recovery: every hook the production loops carry.
+
+Each hook reads one environment variable and does nothing when it is unset, so a normal run
+pays one ``os.environ`` lookup per call.
+
+- ``MATHRL_CRASH_AFTER_STEP=N``: the trainer SIGKILLs itself right after step N (resume tests,
+  and a rank dying under torchrun).
+- ``MATHRL_CRASH_IN_BROADCAST=N``: the vLLM server client exits (status 17) before sending weight
+  bucket N (the server must drop the broken group and keep serving).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+CRASH_AFTER_STEP = "MATHRL_CRASH_AFTER_STEP"
+CRASH_IN_BROADCAST = "MATHRL_CRASH_IN_BROADCAST"
+
+
+def after_step(step: int) -> None:
+    """Called by the trainer after each step (its checkpoint, if any, is written)."""
+    if os.environ.get(CRASH_AFTER_STEP) == str(step):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def broadcast_hook():
+    """``on_bucket`` for ``WeightGroup.send``, or None when no crash is asked for."""
+    at = os.environ.get(CRASH_IN_BROADCAST)
+    if at is None:
+        return None
+
+    def hook(bucket: int) -> None:
+        if bucket == int(at):
+            os._exit(17)
+    return hook

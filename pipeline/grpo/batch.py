@@ -1,0 +1,182 @@
+"""One step's training batch: rollout -> scored episodes -> log-probs -> advantages.
+
+``make_batch`` is the first half of a GRPO step (the second is ``trainer.optimise``):
+``collect_groups`` draws questions from the sampler and has ``rollout`` sample G completions
+each and score them (with DAPO-style dynamic sampling, all-equal groups are dropped and more
+questions drawn); the episodes are packed into tensors; the old-policy and reference log-probs
+are computed once, without gradients; the rewards become group-relative advantages (outcome: one
+per completion, process: one per token), and the engine's log-probs give truncated importance
+weights (vLLM). Under torchrun each rank holds its own share of the questions (parallel/).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import torch
+
+from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
+from pipeline.grpo.components import TrainState, reference_mode
+from pipeline.grpo.episodes import Episode, Packed, pack
+from pipeline.grpo.logprobs import token_logprobs
+from pipeline.grpo.precision import autocast_for
+from pipeline.grpo.scoring import add_step_rewards, score_episodes
+from pipeline.parallel import distributed
+from pipeline.prompts import build_prompt
+from pipeline.rollout.base import SamplingParams
+from pipeline.rollout.tis import pad_logprobs, tis_weights
+
+
+@dataclass
+class Batch:
+    episodes: list[Episode]
+    packed: Packed
+    advantages: torch.Tensor  # [N] or [N, T]
+    old_logp: torch.Tensor | None  # [N, T], None when mu = 1 (then old = logp.detach())
+    ref_logp: torch.Tensor | None  # [N, T], None when the KL is not in the loss
+    importance_weights: torch.Tensor | None  # [N, T] truncated importance weights (vLLM), or None
+    zero_std_frac: float
+    mismatch: dict[str, float]
+
+
+class timed:
+    """Adds the seconds spent in the block to ``timer[key]`` (the run's ``time/<key>`` metrics)."""
+
+    def __init__(self, timer: dict, key: str):
+        self.timer, self.key = timer, key
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timer[self.key] = self.timer.get(self.key, 0.0) + time.perf_counter() - self.t0
+
+
+def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
+    """Rollout + rewards (+ dynamic sampling), then log-probs and advantages."""
+    episodes, zero_std_frac = collect_groups(cfg, state, timer)
+    packed = pack(episodes, state.tokenizer.pad_token_id)
+    mask = loss_mask(cfg, episodes, packed)
+    need_old = cfg.train.num_iterations > 1 or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
+    with timed(timer, "logprobs"), torch.no_grad():
+        old = all_logprobs(cfg, state.policy, packed) if need_old else None
+        ref_logp = None
+        if state.ref is not None:
+            with reference_mode(state.policy, state.ref) as ref_model:
+                ref_logp = all_logprobs(cfg, ref_model, packed)
+    adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer)
+    weights, mismatch = _importance_weights(cfg, episodes, old, mask)
+    return Batch(episodes, packed, adv, old if cfg.train.num_iterations > 1 else None,
+                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch)
+
+
+def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer) -> torch.Tensor:
+    """[N] outcome advantages or [N, T] process advantages (zero-padded to the batch width)."""
+    scores = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+    if cfg.train.kl_in == "reward" and ref_logp is not None:
+        scores = reward_with_kl(scores, old, ref_logp, mask, cfg.train.beta)
+    g = cfg.rollout.group_size
+    if cfg.train.advantage == "process":
+        add_step_rewards(episodes, cfg.reward.weights, tokenizer)
+        adv = process_advantages([e.step_rewards for e in episodes], [e.step_ends for e in episodes],
+                                 [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps)
+        return torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
+    # over every rank's rewards, so batch-std scaling sees the global batch; keep this rank's rows
+    adv = outcome_advantages(distributed.gather_cat(scores), g, cfg.train.adv_scale, cfg.train.adv_eps)
+    return adv[distributed.rank() * len(scores):][:len(scores)]
+
+
+def collect_groups(cfg, state: TrainState, timer: dict) -> tuple[list[Episode], float]:
+    """G completions for each of `questions_per_step` questions, scored. With dynamic
+    sampling, all-equal-reward groups are dropped and more questions are sampled to refill."""
+    sampler, engine = state.sampler, state.engine
+    want = cfg.train.questions_per_step
+    kept: list[list[Episode]] = []
+    zero_groups = total_groups = 0
+    rounds = 1 + (cfg.train.max_resample_rounds if cfg.train.dynamic_sampling else 0)
+    spread = cfg.train.dynamic_sampling and distributed.world_size() > 1  # then every rank sees every group
+    flat_groups: list[list[Episode]] = []
+    for _ in range(rounds):
+        first = sampler.drawn  # every rank draws the global list and keeps its own shard
+        drawn = sampler.take(want - len(kept))
+        mine, offset = distributed.shard(drawn, even=not spread)
+        # a sharded HF policy generates in lock-step: every rank needs as many prompts as the largest share
+        pad = [drawn[0]] * (-(-len(drawn) // distributed.world_size()) - len(mine)) if getattr(
+            engine, "lockstep", False) else []
+        groups = rollout(cfg, engine, state.tokenizer, mine, timer, first + offset, lockstep_pad=pad)
+        groups = distributed.gather_list(groups) if spread else groups
+        for group in groups:
+            flat = max(e.reward for e in group) == min(e.reward for e in group)
+            zero_groups += flat
+            total_groups += 1
+            if not (cfg.train.dynamic_sampling and flat):
+                kept.append(group)
+            elif spread:
+                flat_groups.append(group)
+        if len(kept) >= want:
+            break
+    if spread:  # equal shares: if the rounds ran out, flat groups fill the batch (1 process: fewer groups)
+        kept = distributed.shard((kept + flat_groups)[:want])[0]
+    if not kept:  # every group was flat in every round: train on the last round (advantage 0)
+        kept = groups
+    episodes = [e for group in kept for e in group]
+    for gi, group in enumerate(kept):
+        for e in group:
+            e.group = gi
+    return episodes, zero_groups / max(1, total_groups)
+
+
+def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0,
+            lockstep_pad: list[dict] = ()) -> list[list[Episode]]:
+    """G scored episodes per problem. ``lockstep_pad``: extra problems generated and thrown away, so
+    that every rank of a sharded policy makes the same generate calls (dynamic sampling's refill
+    rounds give ranks shares that differ by one)."""
+    prompts = [build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
+               for p in [*problems, *lockstep_pad]]
+    params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
+                            cfg.rollout.top_k)
+    with timed(timer, "rollout"), autocast_for(cfg, engine):
+        block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else 0)
+        if block:  # seeded calls of `block` questions: samples do not depend on the rank holding them
+            samples = [s for i in range(0, len(prompts), block) for s in engine.generate(
+                prompts[i:i + block], cfg.rollout.group_size,
+                dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))]
+        else:
+            samples = engine.generate(prompts, cfg.rollout.group_size, params)
+    samples = samples[:len(problems)]
+    groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
+                       prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
+                       gold=p["answer"], engine_logprobs=s.logprobs) for j, s in enumerate(group)]
+              for qi, (p, group) in enumerate(zip(problems, samples))]
+    with timed(timer, "reward"):
+        score_episodes([e for grp in groups for e in grp], cfg.reward)
+    timer["gen_tokens"] = timer.get("gen_tokens", 0) + sum(len(e.completion_ids) for grp in groups for e in grp)
+    return groups
+
+
+def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
+    """[N, T] log-probs of every packed completion under ``model``, in micro-batches."""
+    n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
+    with autocast_for(cfg):
+        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature).float()
+                          for s in range(0, n, mb)])
+
+
+def loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:
+    """[N, T] completion mask; completions cut at max_new_tokens are dropped under ``train.mask_truncated``."""
+    mask = packed.completion_mask.clone()
+    if cfg.train.mask_truncated:
+        for i, e in enumerate(episodes):
+            if e.finish_reason == "length":
+                mask[i] = 0
+    return mask
+
+
+def _importance_weights(cfg, episodes, old, mask) -> tuple[torch.Tensor | None, dict[str, float]]:
+    """Truncated importance weights between the trainer's and the engine's log-probs (tis.py)."""
+    if cfg.rollout.tis_cap <= 0 or old is None or any(e.engine_logprobs is None for e in episodes):
+        return None, {}
+    engine_logp = pad_logprobs([e.engine_logprobs for e in episodes], old.shape[1])
+    return tis_weights(old, engine_logp, mask, cfg.rollout.tis_cap)

@@ -1,0 +1,54 @@
+"""The one place a rollout engine is built from the config (``rollout.engine``), for training,
+evaluation and the vLLM server alike.
+
+- ``hf``: Hugging Face ``generate`` on the model itself (no copy); in lock-step on every rank when
+  the model is FSDP-sharded (``train.fsdp`` under torchrun).
+- ``vllm``: a colocated ``vllm.LLM`` that loads a model directory, then takes the model's current
+  weights through ``sync_weights`` (a trainer's resumed policy, an eval's merged LoRA adapter).
+- ``vllm_server``: a client of a separate ``mathrl vllm-serve`` process; it checks that the server
+  serves the same architecture, then sends the model's weights.
+
+vLLM is imported only when one of its engines is asked for (it is an optional extra).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.config import RunConfig
+from pipeline.parallel import fsdp
+from pipeline.rollout.base import RolloutEngine
+from pipeline.rollout.hf_engine import HFEngine
+
+__all__ = ["build_engine", "colocated_vllm"]
+
+
+def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = None,
+                 holds_weights: bool = False) -> RolloutEngine:
+    """The engine ``rollout.engine`` names, sampling from ``model``'s weights.
+
+    ``load_path``: the directory a colocated vLLM engine starts from (default
+    ``model.name_or_path``); ``holds_weights``: it already holds exactly ``model``'s weights (an
+    eval of a saved full model), so the first weight sync is skipped."""
+    kind = cfg.rollout.engine
+    if kind == "vllm":
+        engine = colocated_vllm(cfg, load_path or cfg.model.name_or_path)
+        if not holds_weights:
+            engine.sync_weights(model)
+        return engine
+    if kind == "vllm_server":
+        from pipeline.rollout.vllm_client import VLLMServerEngine
+
+        engine = VLLMServerEngine(cfg, model)
+        engine.sync_weights(model)
+        return engine
+    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, lockstep=fsdp.enabled(cfg))
+
+
+def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None):
+    """A ``VLLMEngine`` on ``path`` with the config's dtype, seed and ``rollout.vllm_*`` settings
+    (``sleep_mode`` overrides ``rollout.vllm_sleep_mode``: the server never sleeps)."""
+    from pipeline.rollout.vllm_engine import VLLMEngine  # optional extra; needs vllm installed
+
+    rollout = cfg.rollout if sleep_mode is None else dataclasses.replace(cfg.rollout, vllm_sleep_mode=sleep_mode)
+    return VLLMEngine(path, rollout, dtype=cfg.model.dtype, seed=cfg.seed)
