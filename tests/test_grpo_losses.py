@@ -1,5 +1,6 @@
 """Tests for pipeline.grpo.losses.policy_loss: hand arithmetic, a per-token Python loop
-reference, seed 002's gradient coefficient, PPO clipping, KL estimators, aggregations, masking.
+reference, DeepSeekMath's gradient coefficient GC_GRPO, PPO clipping, KL estimators,
+aggregations, gradient accumulation, masking.
 
 Expected numbers come from Python floats (`math`), never from the function under test.
 """

@@ -98,7 +98,8 @@ def reward_with_kl(
 
     rewards: [N]; logp, ref_logp, mask: [N, T]. `logp` should be the log-probs of the policy
     that sampled the completions (pi_old), so the penalty is a constant of the update: this
-    is the placement seed 002 argues is correct when several updates (mu > 1) reuse a batch.
+    is the placement Liu et al. 2025 (arXiv:2510.01555) show is unbiased when several updates
+    (mu > 1) reuse a batch.
     The per-token estimator is k1 = logp - ref_logp, whose sum over a sampled sequence is an
     unbiased estimate of the sequence KL(pi_old || pi_ref). Feed the result to
     `outcome_advantages`. Returns [N], no gradient.

@@ -35,7 +35,7 @@ class Episode:
     step_ends: list[int] = field(default_factory=list)  # token index of each step's last token
 
     def record(self) -> dict:
-        """The rollout record of DESIGN.md (one JSONL line)."""
+        """The rollout record written to samples.jsonl (one JSON line)."""
         return {"problem_id": self.problem_id, "sample": self.sample, "prompt": self.prompt,
                 "completion": self.completion, "rewards": self.rewards, "reward": self.reward,
                 "num_tokens": len(self.completion_ids), "finish_reason": self.finish_reason}

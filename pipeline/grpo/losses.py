@@ -24,8 +24,8 @@ broadcast to its tokens; everything else is unchanged.
 
 With old_logp = logp.detach() (one update per batch) the ratio is exactly 1 but carries the
 gradient of logp, so d loss / d logp[i, t] = -(A_i + beta * (exp(ref - logp) - 1)) / (|o_i| N)
-under `grpo` (the gradient coefficient of GRPO in DeepSeekMath, sec. 5.2.1 / appendix A.1.6),
-and the loss value is the negative mean advantage, i.e. 0 at step 0 for outcome advantages when
+under `grpo` (DeepSeekMath's gradient coefficient GC_GRPO, sec. 5.2.1, derived in its appendix
+A.1), and the loss value is the negative mean advantage, i.e. 0 at step 0 for outcome advantages when
 ref = policy.
 """
 from __future__ import annotations

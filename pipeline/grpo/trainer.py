@@ -14,8 +14,9 @@ Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
 2. With mu = 1 the old policy is the current one (old = logp.detach()), as in the paper's
    "one policy update per exploration stage"; with mu > 1 old log-probs are computed once.
 3. The KL term may be moved into the reward (`train.kl_in=reward`, detached k1 summed per
-   completion), the placement PPO-based RLHF uses (Ouyang et al. 2022); with mu > 1 the penalty
-   then stays a constant of the update (docs/grpo_math.md). Outcome supervision only.
+   completion), as PPO-based RLHF does. Liu et al. 2025 ("Rethinking KL Regularization in
+   RLHF", arXiv:2510.01555) show this is the principled reverse-KL gradient and that a KL in
+   the loss is biased off-policy, i.e. when mu > 1 reuses a batch. Outcome supervision only.
 4. Optional DAPO-style dynamic sampling drops groups whose rewards are all equal.
 5. Mixed precision: float32 master weights with bfloat16 forwards under autocast (precision.py).
 
