@@ -334,18 +334,6 @@ def _docker_probe() -> tuple[bool, str]:
     return True, "engine reachable, image present"
 
 
-def remove_leftover_containers() -> int:
-    """Force-remove every container this package labelled (after a crash)."""
-    try:
-        client = _docker_client()
-        found = client.containers.list(all=True, filters={"label": LABEL})
-    except Exception:
-        return 0
-    for c in found:
-        c.remove(force=True)
-    return len(found)
-
-
 BACKENDS: dict[str, Backend] = {b.name: b for b in (DockerBackend(), BwrapBackend(),
                                                      ProcessBackend())}
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.testing import (BACKEND_PARAMS, FORK_2000, daemon_code, leftovers, mark_gap, open_pool,
-                             procs_with_token, unit_members)
+from tests.sandbox_helpers import (BACKEND_PARAMS, FORK_2000, daemon_code, leftovers, mark_gap, open_pool,
+                                   procs_with_token, unit_members)
 
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)

@@ -15,8 +15,8 @@ import sandbox
 from sandbox import Sandbox, SandboxUnavailable
 import sandbox.pool as pool_mod
 from sandbox.backends import ALLOW_PROCESS_ENV, ProcessBackend, resolve
-from sandbox.testing import (BACKEND_PARAMS, daemon_code, open_pool, procs_of_uids,
-                             procs_with_token, require, slot_uids)
+from tests.sandbox_helpers import (BACKEND_PARAMS, daemon_code, open_pool, procs_of_uids,
+                                   procs_with_token, require, slot_uids)
 
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from sandbox.testing import require
+from tests.sandbox_helpers import require
 
 
 def _cli(*args, **kw):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox, backends
-from sandbox.testing import FORK_2000, daemon_code, procs_of_uids, procs_with_token, slot_uids
+from tests.sandbox_helpers import FORK_2000, daemon_code, procs_of_uids, procs_with_token, slot_uids
 
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
                       if os.path.exists(p) and backends._world_reachable(p)), None)
