@@ -1,5 +1,5 @@
 """HF ``generate`` on an FSDP2-sharded model, 2 CPU ranks (gloo): weights gathered once per call
-(``fsdp.gathered``, what ``HFEngine(synced=True)`` does) vs FSDP's default of all-gathering every
+(``fsdp.gathered``, what ``HFEngine(lockstep=True)`` does) vs FSDP's default of all-gathering every
 layer at every new token. Both sample the same tokens (seeded); the script checks that and
 prints the time ratio, best of ``--repeats``.
 
@@ -35,7 +35,7 @@ def _worker(rank: int, port: int, args, out) -> None:
     model, tok = load_policy(args.model)
     model.generation_config.eos_token_id = []  # every sequence runs to max_new_tokens: same work on both ranks
     model = fsdp.wrap(model)
-    engine = HFEngine(model, tok, batch_size=args.batch, synced=True)
+    engine = HFEngine(model, tok, batch_size=args.batch, lockstep=True)
     prompts = [f"Question {rank}-{i}: what is {i} + {rank}?" for i in range(args.prompts)]
     params = SamplingParams(max_new_tokens=args.tokens, temperature=1.0, seed=rank)
     best, samples = {}, {}

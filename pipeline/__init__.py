@@ -1,8 +1,10 @@
 """mathrl's training pipeline: the stages of a verifiable-reward GRPO run.
 
-Config (`pipeline.config`), data (`pipeline.data`: preparation, gsm-synth, the problem loader), prompt
-templates (`pipeline.prompts`), models (policy, reference, LoRA, the tiny-model builder),
-rollout engines (Hugging Face generate and vLLM behind one interface), the GRPO math and
-trainer (`pipeline.grpo`), the SFT warm start and the `mathrl` command line. It may import
-`rewards` (and through it `sandbox`); nothing in `rewards` or `sandbox` imports it.
+Layers, top to bottom (docs/architecture.md; ``tests/test_layers.py`` checks every import):
+the stages (``cli``, ``run_all``, ``experiment``) > ``grpo`` (the GRPO math and trainer) |
+``sft`` (the warm start) | the ``evals`` package > ``rollout`` (engines and their factory) >
+``parallel`` (torchrun, FSDP) | ``weights`` (export in Hugging Face names, the weight channel) |
+``models`` > ``prompts`` | ``data`` (preparation, gsm-synth, the problem loader) > ``config`` |
+``faults``. Any of them may import ``rewards`` (and through it ``sandbox``); nothing in
+``rewards`` or ``sandbox`` imports this package. This file imports nothing.
 """

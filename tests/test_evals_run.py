@@ -218,3 +218,21 @@ def test_math500_reference_solutions_all_grade_correct(prepared):
     summary = evaluate(None, None, problems, engine=ScriptedEngine(script), template="math", chat=False,
                        style="math", progress=False, dataset="math500")
     assert summary["accuracy"] == 1.0, summary["failure_reasons"]
+
+
+def test_eval_engine_is_the_one_training_uses(tiny_model):
+    """`rollout.engine` picks the eval's engine through the trainer's factory: vllm_server reaches
+    for the server (and fails naming it when none runs) instead of quietly using HF generate."""
+    from evals.run import eval_engine
+    from pipeline.rollout.hf_engine import HFEngine
+    from pipeline.rollout.vllm_client import ServerLost
+    from tests.dist_runs import free_port
+
+    model, tokenizer, path = load_for_eval(str(tiny_model), device="cpu")
+    base = [f"model.name_or_path={tiny_model}", "device=cpu", "rollout.batch_size=7"]
+    engine = eval_engine(load_run_config(None, base), model, tokenizer, path)
+    assert isinstance(engine, HFEngine) and engine.model is model and engine.batch_size == 7
+    port = free_port()
+    cfg = load_run_config(None, [*base, "rollout.engine=vllm_server", f"rollout.server_port={port}"])
+    with pytest.raises(ServerLost, match=f"no vLLM server at http://127.0.0.1:{port}"):
+        eval_engine(cfg, model, tokenizer, path)

@@ -139,7 +139,7 @@ def _two_rank_worker(rank: int, port: int, model_dir: str, out) -> None:
     sharded = fsdp.wrap(model)
     local = sum(p.to_local().numel() for p in sharded.parameters())
     everywhere, rank0 = fsdp.full_model_state(sharded, everywhere=True), fsdp.full_model_state(sharded)
-    got_samples = HFEngine(sharded, tok, batch_size=3, synced=True).generate(prompts, 4, params)
+    got_samples = HFEngine(sharded, tok, batch_size=3, lockstep=True).generate(prompts, 4, params)
     resharded = sum(p.to_local().numel() for p in sharded.parameters()) == local  # DTensors again
     flat = [s for group in got_samples for s in group]
     out[rank] = {"local": local, "total": total,
