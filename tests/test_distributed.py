@@ -12,11 +12,11 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from pipeline.config import ConfigError, load_run_config
 from pipeline import faults
+from pipeline.config import ConfigError, load_run_config
 from pipeline.grpo import trainer
-from pipeline.parallel import distributed
 from pipeline.grpo.run_log import read_metrics
+from pipeline.parallel import distributed
 from tests.dist_runs import (assert_killed_rank_ends_the_job, assert_rows_close, assert_same_weights, completions,
                               free_port, start_bare_ranks, torchrun)
 

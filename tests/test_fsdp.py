@@ -13,8 +13,8 @@ import torch
 from evals.run import periodic_eval
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
-from pipeline.parallel import fsdp
 from pipeline.grpo.run_log import read_metrics
+from pipeline.parallel import fsdp
 from tests.dist_runs import assert_rows_close, assert_same_weights, completions, flat_weights, free_port, torchrun
 from tests.test_distributed import _args
 

@@ -12,12 +12,12 @@ unless the inputs, the settings or this code changed.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import rewards.boxed
 from pipeline.config import DataConfig, RunConfig
 from pipeline.data.problems import SYNTH, DataError, prepared_path
 from rewards.boxed import last_boxed
@@ -134,7 +134,7 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 def _fingerprint(cfg: DataConfig, dataset: str) -> str:
     """Hash of everything the outputs of ``dataset`` depend on."""
     h = hashlib.sha256()
-    code = [Path(__file__), Path(rewards.boxed.__file__)]
+    code = [Path(__file__), Path(inspect.getsourcefile(last_boxed))]
     if dataset == SYNTH:
         code.append(Path(__file__).parent / "synth.py")
         h.update(json.dumps({k: v for k, v in asdict(cfg).items() if k.startswith("synth_")}).encode())
