@@ -44,7 +44,9 @@ def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: s
 
     ``engine`` is any RolloutEngine already holding the model (e.g. the trainer's vLLM engine);
     None builds an HFEngine on ``model``. Returns the summary dict (see ``summarize``; keys
-    accuracy, pass@k, maj@k, extraction_failure_rate, by_subject, by_level, ...).
+    accuracy, pass@k, maj@k, extraction_failure_rate, by_subject, by_level, ...). The sampling
+    settings are checked where they come from (``EvalConfig``, pipeline/config/checks.py); a k
+    larger than ``n_samples`` fails in ``pass_at_k`` with a message naming the keys.
     """
     ks = list(ks)
     start = time.time()
