@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.data_prep import normalise
+from pipeline.data.prepare import normalise
 from rewards import check
 from rewards.integrations import verl as adapter
 from rewards.integrations.gold import gold_answer
