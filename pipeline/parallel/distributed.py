@@ -7,9 +7,9 @@ are summed across ranks with explicit bucketed all-reduces after the last micro-
 (not DDP: the HF engine calls ``generate`` on the same module, LoRA swaps adapters for the
 reference, and mu > 1 needs accumulation without sync; one all-reduce per optimizer step is
 simpler and has no hooks to fight with, at the cost of not overlapping communication with the
-backward pass). The loss is scaled with GLOBAL counts (sequences for grpo / dr_grpo, tokens
-for bnpo / dapo), so the summed gradient equals the one a single process computes on the whole
-batch. Rank 0 alone writes metrics, samples, checkpoints and the final model.
+backward pass). The loss is scaled with GLOBAL counts (``policy_loss``'s ``num_rows`` and
+``num_tokens``: rows for grpo / dr_grpo / bnpo, tokens for dapo), so the summed gradient equals
+the one a single process computes on the whole batch. Rank 0 alone writes metrics, samples, checkpoints and the final model.
 
 Sampling under more than one rank is seeded per block of ``rollout.seed_block`` questions (1 by
 default) from (seed, draw index of the block's first question in the run), so which rank
