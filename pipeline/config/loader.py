@@ -3,7 +3,9 @@
 Why not ``HfArgumentParser``: it handles one flat dataclass per argument group and does no
 type checking in ``parse_dict``; our config is nested by stage (``train.lr``, ``rollout.engine``)
 and must reject unknown keys and wrong types with a one-line error naming the key. This file
-is the small, strict piece that does exactly that; the schema itself lives in ``schema.py``.
+is the small, strict piece that does exactly that; the schema itself lives in ``schema.py`` and
+the rules about values in ``checks.py``. The YAML file and the overrides are read and typed
+first, then each section is built once from both, so its checks see the final values.
 
 Field help text is the string literal written under each field (an attribute docstring);
 ``field_docs`` reads it back with ``ast`` so ``mathrl config --help`` and this loader's errors
