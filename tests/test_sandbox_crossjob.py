@@ -16,7 +16,7 @@ import secrets
 import pytest
 
 from sandbox.backends import BACKENDS
-from sandbox.testing import BACKEND_PARAMS, open_pool
+from tests.sandbox_helpers import BACKEND_PARAMS, open_pool
 
 IPC_KINDS = {"sysv_msg", "sysv_shm", "sysv_sem", "posix_mq", "dos_shm", "dos_mqueue"}
 _libc = ctypes.CDLL(None, use_errno=True)

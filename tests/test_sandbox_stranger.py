@@ -23,7 +23,7 @@ import pytest
 import sandbox
 import sandbox.pool as pool_mod
 from sandbox.backends import BACKENDS, NEUTRAL_PREFIX, SlotSpec, wall_python
-from sandbox.testing import BACKEND_PARAMS, open_pool, procs_with_token, require
+from tests.sandbox_helpers import BACKEND_PARAMS, open_pool, procs_with_token, require
 
 CHECKOUT = str(Path(sandbox.__file__).resolve().parents[1])
 
