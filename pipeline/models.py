@@ -82,8 +82,9 @@ def train_tokenizer(corpus: list[str], vocab_size: int):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=[PAD, BOS_TURN, EOS], min_frequency=2,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    # The chat frame and every template's instruction, often enough to become few tokens.
-    extra = [f"user\nx\n{t.instruction}" for t in TEMPLATES.values() if t.instruction] + ["assistant\n"]
+    # The chat frame and every distinct template instruction, often enough to become few tokens.
+    instructions = dict.fromkeys(t.instruction for t in TEMPLATES.values() if t.instruction)
+    extra = [f"user\nx\n{i}" for i in instructions] + ["assistant\n"]
     tok.train_from_iterator(list(corpus) + extra * 50, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
                                    additional_special_tokens=[BOS_TURN])
