@@ -3,7 +3,8 @@
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
-(outcome vs process supervision), config (print every key with its documentation). Each stage is
+(outcome vs process supervision), plan (GPU memory estimate), config (print every key with its
+documentation). Each stage is
 a function ``fn(cfg) -> exit code`` (``module:function``, ``main`` when not named), imported only
 when used so ``mathrl data`` does not pay for torch.
 """
@@ -28,7 +29,9 @@ STAGES = {
     "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
     "vllm-serve": ("pipeline.rollout.vllm_server", "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)"),
     "experiment": ("pipeline.experiment", "outcome vs process supervision, 3 seeds each, table + plot"),
+    "plan": ("pipeline.plan.report", "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)"),
 }
+PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +55,10 @@ def _main(argv: list[str] | None) -> int:
         p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.lr=1e-5")
         if name == "eval":
             p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (eval.limit)")
+        if name == "plan":
+            p.add_argument("--gpu-mem", type=float, default=80.0, help="memory of one GPU in GiB (default 80)")
+            p.add_argument("--ranks", type=int, default=1, help="processes of the run (torchrun ranks; FSDP shards over them)")
+            p.add_argument("--prompt-tokens", type=int, default=512, help="longest prompt of a micro-batch (default 512)")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     args = parser.parse_args(argv)
     from pipeline.config import ConfigError, RunConfig, describe, load_run_config
@@ -69,7 +76,7 @@ def _main(argv: list[str] | None) -> int:
     module, _, function = STAGES[args.stage][0].partition(":")
     stage = getattr(importlib.import_module(module), function or "main")
     try:
-        result = stage(cfg)
+        result = stage(cfg, **{k: getattr(args, k) for k in PLAN_ARGS if hasattr(args, k)})
     except (OSError, DataError) as e:  # missing files, models or data: say what, not a traceback
         if os.environ.get("MATHRL_DEBUG"):
             raise

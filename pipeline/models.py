@@ -32,6 +32,7 @@ CHAT_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}")
 BUILD_INFO = "tiny_build.json"
+TINY_TEMPLATES = ("gsm8k", "gsm8k_boxed", "math")  # prompt templates whose instructions the tiny tokenizer learns
 # Qwen2's pre-tokenizer regex (transformers' tokenization_qwen2.py); \p{N} makes digits single.
 QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
                r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
@@ -82,9 +83,9 @@ def train_tokenizer(corpus: list[str], vocab_size: int):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=[PAD, BOS_TURN, EOS], min_frequency=2,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    # The chat frame and every distinct template instruction, often enough to become few tokens.
-    instructions = dict.fromkeys(t.instruction for t in TEMPLATES.values() if t.instruction)
-    extra = [f"user\nx\n{i}" for i in instructions] + ["assistant\n"]
+    # The chat frame and the instructions of the templates the tiny model is used with, often enough
+    # to become few tokens (a fixed list: templates added for real models do not change the tiny tokenizer).
+    extra = [f"user\nx\n{TEMPLATES[t].instruction}" for t in TINY_TEMPLATES] + ["assistant\n"]
     tok.train_from_iterator(list(corpus) + extra * 50, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
                                    additional_special_tokens=[BOS_TURN])

@@ -8,6 +8,8 @@ template puts its instruction in a system turn instead and leaves the user turn 
 ``qwen_math`` is Oat's template for Qwen2.5-Math base models (sail-sg/understand-r1-zero,
 ``train_zero_math.py::apply_qwen_math_template``), which with a ChatML chat template renders as
 ``<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n``.
+``verl_gsm8k`` is verl's GSM8K prompt (``examples/data_preprocess/gsm8k.py``: the question, a space,
+its instruction, in the user turn).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class Template:
     instruction: str  # appended after the question; may be empty
     style: str  # answer style the rewards should use: "gsm8k" or "math"
     system: bool = False  # the instruction is the system turn (plain frame: a line before the question)
+    sep: str = "\n"  # between the question and an appended instruction
 
 
 TEMPLATES: dict[str, Template] = {
@@ -28,6 +31,7 @@ TEMPLATES: dict[str, Template] = {
     "math": Template("Please reason step by step, and put your final answer within \\boxed{}.", "math"),
     "qwen_math": Template("Please reason step by step, and put your final answer within \\boxed{}.", "math",
                           system=True),
+    "verl_gsm8k": Template("Let's think step by step and output the final answer after \"####\".", "gsm8k", sep=" "),
     "plain": Template("", "gsm8k"),
 }
 
@@ -44,7 +48,7 @@ def get_template(name: str) -> Template:
 def user_text(question: str, template: Template) -> str:
     if template.system or not template.instruction:
         return question
-    return f"{question}\n{template.instruction}"
+    return f"{question}{template.sep}{template.instruction}"
 
 
 def build_prompt(question: str, *, template: str = "gsm8k", tokenizer=None, chat: bool = True,

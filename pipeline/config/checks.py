@@ -73,7 +73,7 @@ def check_train(t) -> None:
     if t.advantage == "process" and t.kl_in == "reward":
         raise ConfigError("train.kl_in=reward is implemented for outcome supervision only; "
                           "use train.kl_in=loss with train.advantage=process")
-    small = [k for k in ("micro_batch_size", "questions_per_step", "num_iterations") if getattr(t, k) < 1]
+    small = [k for k in ("micro_batch_size", "questions_per_step", "num_iterations", "mini_batches") if getattr(t, k) < 1]
     if small:
         raise ConfigError(f"train.{small[0]} must be >= 1, got {getattr(t, small[0])}")
 
@@ -95,6 +95,9 @@ def check_run(cfg) -> None:
     unknown = [s for s in cfg.stages if s not in STAGES]
     if unknown:
         raise ConfigError(f"stages: unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
+    if cfg.reward.truncated_zero and cfg.train.advantage == "process":
+        raise ConfigError("reward.truncated_zero is for outcome supervision; with train.advantage=process "
+                          "use train.mask_truncated=true to drop truncated completions")
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
@@ -111,6 +114,9 @@ def check_world(cfg, ranks: int) -> None:
     if qps % ranks:
         raise ConfigError(f"train.questions_per_step={qps} must be divisible by the number of ranks ({ranks}): "
                           "it is the global batch, split evenly across ranks")
+    if qps // ranks % cfg.train.mini_batches:
+        raise ConfigError(f"train.mini_batches={cfg.train.mini_batches} must divide each rank's share of "
+                          f"train.questions_per_step ({qps // ranks}): every mini-batch holds whole groups")
     block = cfg.rollout.seed_block
     if block and qps // ranks % block:
         raise ConfigError(f"rollout.seed_block={block} must divide each rank's share of "

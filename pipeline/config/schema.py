@@ -165,6 +165,8 @@ class RewardConfig:
     """Seconds one equivalence check may take before it counts as wrong."""
     sandbox_backend: str = "auto"
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
+    truncated_zero: bool = False
+    """Training reward 0 for completions cut at rollout.max_new_tokens (finish_reason=length), as Oat's Dr. GRPO recipe; they stay in the loss (train.mask_truncated drops them instead)."""
 
     def __post_init__(self):
         checks.check_reward(self)
@@ -175,21 +177,23 @@ class TrainConfig:
     """GRPO updates (`mathrl train`)."""
 
     task: str = "gsm-synth"
-    """Training data: a prepared dataset name (gsm8k, math, gsm-synth) or a JSONL path."""
+    """Training data: a prepared dataset name (gsm8k, math, gsm-synth) or a JSONL path; `+` joins several (`gsm8k+math`: both train sets, interleaved in proportion)."""
     steps: int = 100
-    """Optimizer steps."""
+    """Training steps: one rollout batch each, updated with num_iterations x mini_batches optimizer steps."""
     questions_per_step: int = 16
     """Questions sampled per step; each gets rollout.group_size completions."""
     micro_batch_size: int = 16
     """Completions per forward/backward pass (gradient accumulation over the batch)."""
     num_iterations: int = 1
-    """mu: policy updates per rollout batch (old log-probs computed once when > 1)."""
+    """mu: passes over each rollout batch (old log-probs computed once when updates_per_step > 1)."""
+    mini_batches: int = 1
+    """Optimizer steps per pass: the batch is split into this many mini-batches of whole groups, each normalised as a batch of its own and followed by an optimizer step (verl's ppo_mini_batch_size = questions_per_step / mini_batches)."""
     lr: float = 1e-5
     """Peak learning rate (AdamW)."""
     lr_schedule: Literal["constant", "cosine"] = "constant"
     """Shape after warmup."""
     warmup_steps: int = 0
-    """Linear warmup steps."""
+    """Linear warmup, in optimizer steps."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
@@ -247,6 +251,11 @@ class TrainConfig:
 
     def __post_init__(self):
         checks.check_train(self)
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer steps per rollout batch: num_iterations passes x mini_batches."""
+        return self.num_iterations * self.mini_batches
 
 
 @dataclass

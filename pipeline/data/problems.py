@@ -4,7 +4,9 @@ Every stage reads problems through ``load_problems``: GRPO (the train split), SF
 test), the evals (any split, few-shot examples from train) and the tiny model's tokenizer
 corpus. A record is ``{"id", "question", "answer", ...}`` (the schema ``prepare`` writes); a
 record without a question or an answer stops the load with its id, and one without an id
-gets ``<dataset>/<split>/<index>``.
+gets ``<dataset>/<split>/<index>``. ``gsm8k+math`` names a mixture: each part's split, interleaved
+so that every prefix holds the parts in proportion to their sizes (GRPO shuffles anyway; a limited
+eval of a mixture then samples every part).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 
 SYNTH = "gsm-synth"
+MIX = "+"  # joins the datasets of a mixture: gsm8k+math
 
 
 class DataError(RuntimeError):
@@ -34,6 +37,9 @@ def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0
 
     ``synth``: a ``DataConfig``; when given and the prepared gsm-synth files are missing, gsm-synth
     is generated in memory from it (``mathrl sft`` and ``build-tiny`` on a fresh clone)."""
+    if MIX in dataset:
+        problems = interleave([load_problems(prepared_dir, part, split, synth=synth) for part in dataset.split(MIX)])
+        return problems[:limit] if limit else problems
     path = Path(dataset) if dataset.endswith(".jsonl") else prepared_path(prepared_dir, dataset, split)
     if path.is_file():
         problems = read_jsonl(path)
@@ -52,3 +58,9 @@ def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0
             raise DataError(f"{dataset} problem {p.get('id', i)!r} lacks {', '.join(missing)}")
         p.setdefault("id", f"{dataset}/{split}/{i}")
     return problems
+
+
+def interleave(parts: list[list[dict]]) -> list[dict]:
+    """The parts merged, each in its own order, so that any prefix holds them in proportion."""
+    keyed = sorted(((i + 0.5) / len(part), k, i) for k, part in enumerate(parts) for i in range(len(part)))
+    return [parts[k][i] for _, k, i in keyed]

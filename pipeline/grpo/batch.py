@@ -59,7 +59,8 @@ def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
     episodes, zero_std_frac = collect_groups(cfg, state, timer)
     packed = pack(episodes, state.tokenizer.pad_token_id)
     mask = loss_mask(cfg, episodes, packed)
-    need_old = cfg.train.num_iterations > 1 or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
+    reuse = cfg.train.updates_per_step > 1  # later optimizer steps see a policy that has moved
+    need_old = reuse or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
     with timed(timer, "logprobs"), torch.no_grad():
         old = all_logprobs(cfg, state.policy, packed) if need_old else None
         ref_logp = None
@@ -68,7 +69,7 @@ def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
                 ref_logp = all_logprobs(cfg, ref_model, packed)
     adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer)
     weights, mismatch = _importance_weights(cfg, episodes, old, mask)
-    return Batch(episodes, packed, adv, old if cfg.train.num_iterations > 1 else None,
+    return Batch(episodes, packed, adv, old if reuse else None,
                  ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch)
 
 

@@ -74,7 +74,7 @@ def build_optimizer(cfg: RunConfig, model):
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.train.lr, betas=tuple(cfg.train.adam_betas),
                             weight_decay=cfg.train.weight_decay)
-    total = cfg.train.steps * cfg.train.num_iterations
+    total = cfg.train.steps * cfg.train.updates_per_step
     warmup = cfg.train.warmup_steps
 
     def factor(i: int) -> float:

@@ -90,3 +90,12 @@ def char_to_token_ends(tokenizer, completion_ids: list[int], char_ends: list[int
                 lo = mid + 1
         out.append(max(lo, 0))
     return out
+
+
+def mini_batch_rows(groups: list[int], k: int) -> list[slice]:
+    """``k`` contiguous row ranges of whole groups, as even in group count as possible (the first
+    ones take the remainder). ``groups``: each row's group index; a group's rows are contiguous."""
+    starts = [i for i, g in enumerate(groups) if i == 0 or g != groups[i - 1]]
+    bounds = [*starts, len(groups)]
+    cut = [bounds[-(-j * len(starts) // k)] for j in range(k)] + [len(groups)]  # group ceil(j n / k) opens part j
+    return [slice(a, b) for a, b in zip(cut, cut[1:])]

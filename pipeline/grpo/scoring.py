@@ -24,7 +24,8 @@ OUTCOME = "correct"
 def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
     """Fill ``rewards`` (each component) and ``reward`` (weighted sum) of every episode, with the
     rewards package's combiner. Correctness is always scored and logged, with weight 0 when it
-    is not in the weights."""
+    is not in the weights. ``reward.truncated_zero``: the weighted sum is 0 for a completion that
+    hit max_new_tokens (its components are still logged as scored)."""
     combined = rewards.CombinedReward(cfg.weights, timeout=cfg.timeout, sandbox_backend=cfg.sandbox_backend,
                                       always=(OUTCOME,))
 
@@ -34,7 +35,9 @@ def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
     with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         for ep, comps in zip(episodes, pool.map(score, episodes)):
             ep.rewards = comps
-            ep.reward = combined.total(comps)
+            # Oat's Dr. GRPO recipe: a completion cut at max_new_tokens earns nothing, whatever it contains
+            truncated = cfg.truncated_zero and ep.finish_reason == "length"
+            ep.reward = 0.0 if truncated else combined.total(comps)
 
 
 def add_step_rewards(episodes: list[Episode], weights: dict[str, float], tokenizer) -> None:

@@ -3,7 +3,8 @@
 Each step: take `questions_per_step` questions -> sample G = `rollout.group_size` completions
 each -> score them with the `rewards` package -> group-relative advantages (outcome: one per
 completion; process: one per token from step rewards) -> `num_iterations` (mu) passes of
-`policy_loss` over micro-batches, one optimizer step per pass -> sync the rollout engine.
+`policy_loss` over micro-batches, each pass split into `mini_batches` mini-batches of whole groups
+with one optimizer step each (verl's ppo_mini_batch_size) -> sync the rollout engine.
 The first half is `batch.make_batch`, the second `optimise` below; the math lives in
 `advantages.py` / `losses.py`; this file orders the work and records it. docs/architecture.md
 follows one step through the files.
@@ -12,7 +13,8 @@ Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
 1. Rewards are rule-based (`rewards` package) instead of a learned reward model; process
    supervision uses rule-checked step rewards (+1/-1/0) instead of a process reward model.
 2. With mu = 1 the old policy is the current one (old = logp.detach()), as in the paper's
-   "one policy update per exploration stage"; with mu > 1 old log-probs are computed once.
+   "one policy update per exploration stage"; with mu > 1 (or several mini-batches) old
+   log-probs are computed once.
 3. The KL term may be moved into the reward (`train.kl_in=reward`, detached k1 summed per
    completion), as PPO-based RLHF does. Liu et al. 2025 ("Rethinking KL Regularization in
    RLHF", arXiv:2510.01555) show this is the principled reverse-KL gradient and that a KL in
@@ -40,6 +42,7 @@ from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
                                       set_rng_state)
 from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
+from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
@@ -156,49 +159,62 @@ def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState) -> None:
 
 
 def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir: Path, timer: dict) -> dict:
-    """mu passes over the batch, one optimizer step each; returns averaged loss statistics."""
-    policy, opt = state.policy, state.optimizer
-    n = len(batch.episodes)
+    """mu passes over the batch; each pass takes one optimizer step per mini-batch (whole groups,
+    `train.mini_batches` of them). Returns loss statistics averaged over the batch and the passes."""
     mask = loss_mask(cfg, batch.episodes, batch.packed)
-    # GLOBAL counts: policy_loss scales each micro-batch's loss by them, so the gradients summed over
-    # micro-batches and ranks are one process's on the whole batch.
-    n_all, total_tokens = distributed.all_reduce_sum([n, float(mask.sum())])
+    parts = mini_batch_rows([e.group for e in batch.episodes], cfg.train.mini_batches)
+    # GLOBAL counts of each mini-batch: policy_loss scales each micro-batch's loss by them, so the
+    # gradients summed over micro-batches and ranks are one process's on that whole mini-batch
+    # (each mini-batch is normalised as a batch of its own, as verl's ppo_mini_batch_size).
+    counts = distributed.all_reduce_sum([c for r in parts for c in (r.stop - r.start, float(mask[r].sum()))])
+    sizes = list(zip(counts[0::2], counts[1::2]))
+    weight = 1.0 / (sum(n for n, _ in sizes) * cfg.train.num_iterations)  # statistics: row-weighted means
     sums: dict[str, float] = {}
     grad_norms = []
     with timed(timer, "update"):
         for _ in range(cfg.train.num_iterations):
-            opt.zero_grad(set_to_none=True)
-            for start in range(0, n, cfg.train.micro_batch_size):
-                rows = slice(start, min(n, start + cfg.train.micro_batch_size))
-                m = rows.stop - rows.start
-                with autocast_for(cfg):
-                    logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
-                old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
-                loss, stats = policy_loss(
-                    logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
-                    batch.advantages[rows], mask[rows], loss_type=cfg.train.loss_type,
-                    clip_low=cfg.train.clip_low, clip_high=cfg.train.clip_high,
-                    beta=cfg.train.beta if cfg.train.kl_in == "loss" else 0.0,
-                    kl_estimator=cfg.train.kl_estimator, importance_level=cfg.train.importance_level,
-                    max_completion_length=cfg.rollout.max_new_tokens,
-                    is_weights=None if batch.importance_weights is None else batch.importance_weights[rows],
-                    num_tokens=total_tokens, num_rows=n_all)
-                if not torch.isfinite(loss):
-                    _stop_non_finite(run_dir, step, "loss")
-                loss.backward()
-                for k, v in stats.items():  # row-weighted means of the micro-batch statistics
-                    sums[k] = sums.get(k, 0.0) + float(v) * m / n_all / cfg.train.num_iterations
-            params = [p for p in policy.parameters() if p.requires_grad]
-            if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward
-                distributed.all_reduce_grads(params)
-            norm = fsdp.clip_grad_norm(params, cfg.train.max_grad_norm or float("inf"))  # global over shards
-            if not torch.isfinite(norm):
-                _stop_non_finite(run_dir, step, "gradient norm")
-            grad_norms.append(float(norm))
-            opt.step()
-            state.scheduler.step()
+            for rows, (n_all, total_tokens) in zip(parts, sizes):
+                if n_all == 0:  # every rank's share of this mini-batch is empty (few groups kept)
+                    continue
+                grad_norms.append(_mini_batch_step(cfg, state, batch, mask, rows, n_all, total_tokens,
+                                                   sums, weight, step, run_dir))
     sums = dict(zip(sums, distributed.all_reduce_sum(list(sums.values()))))
     return {**sums, "grad_norm": sum(grad_norms) / len(grad_norms), "lr": state.scheduler.get_last_lr()[0]}
+
+
+def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: slice, n_all: float, total_tokens: float,
+                     sums: dict, weight: float, step: int, run_dir: Path) -> float:
+    """Gradient accumulation over the micro-batches of ``part``, then one optimizer step; the norm."""
+    policy, opt = state.policy, state.optimizer
+    opt.zero_grad(set_to_none=True)
+    for start in range(part.start, part.stop, cfg.train.micro_batch_size):
+        rows = slice(start, min(part.stop, start + cfg.train.micro_batch_size))
+        with autocast_for(cfg):
+            logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
+        old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
+        loss, stats = policy_loss(
+            logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
+            batch.advantages[rows], mask[rows], loss_type=cfg.train.loss_type,
+            clip_low=cfg.train.clip_low, clip_high=cfg.train.clip_high,
+            beta=cfg.train.beta if cfg.train.kl_in == "loss" else 0.0,
+            kl_estimator=cfg.train.kl_estimator, importance_level=cfg.train.importance_level,
+            max_completion_length=cfg.rollout.max_new_tokens,
+            is_weights=None if batch.importance_weights is None else batch.importance_weights[rows],
+            num_tokens=total_tokens, num_rows=n_all)
+        if not torch.isfinite(loss):
+            _stop_non_finite(run_dir, step, "loss")
+        loss.backward()
+        for k, v in stats.items():  # row-weighted means of the micro-batch statistics
+            sums[k] = sums.get(k, 0.0) + float(v) * (rows.stop - rows.start) * weight
+    params = [p for p in policy.parameters() if p.requires_grad]
+    if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward
+        distributed.all_reduce_grads(params)
+    norm = fsdp.clip_grad_norm(params, cfg.train.max_grad_norm or float("inf"))  # global over shards
+    if not torch.isfinite(norm):
+        _stop_non_finite(run_dir, step, "gradient norm")
+    opt.step()
+    state.scheduler.step()
+    return float(norm)
 
 
 def _periodic_eval(cfg: RunConfig, state: TrainState, evaluate: EvalFn, out_dir: Path | None) -> dict[str, float]:

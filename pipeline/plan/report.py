@@ -2,10 +2,12 @@
 
 Reads the run config and the model's config (``shapes.py``), asks ``memory.estimate`` and prints
 every component in GiB (2^30 bytes), the peak of each phase of a step and whether the peak fits
-the GPU. Exit code 0 when it fits, 1 when it does not. Nothing is loaded onto any device.
+the GPU. Exit code 0 when it fits, 1 when it does not, 2 for bad input (an unknown model, say). Nothing is loaded onto any device.
 """
 
 from __future__ import annotations
+
+import sys
 
 from pipeline.config import RunConfig
 from pipeline.plan.memory import GIB, Plan, RunShape, estimate, vllm_startup_free
@@ -19,12 +21,11 @@ def run_shape(cfg: RunConfig, ranks: int = 1, prompt_tokens: int = 512) -> RunSh
     """The settings of ``cfg`` that the estimate reads."""
     model_bytes = DTYPE_BYTES[cfg.model.dtype]
     t, r = cfg.train, cfg.rollout
-    steps_per_batch = t.num_iterations * getattr(t, "mini_batches", 1)
     return RunShape(
         model_bytes=model_bytes, master_bytes=4 if t.master_dtype == "float32" else model_bytes,
         micro_batch=t.micro_batch_size, prompt_tokens=prompt_tokens, completion_tokens=r.max_new_tokens,
         lora_rank=cfg.model.lora_r if cfg.model.lora else 0, lora_targets=tuple(cfg.model.lora_target_modules),
-        reference=t.beta > 0, old_logprobs=steps_per_batch > 1 or t.kl_in == "reward" or r.tis_cap > 0,
+        reference=t.beta > 0, old_logprobs=t.updates_per_step > 1 or t.kl_in == "reward" or r.tis_cap > 0,
         gradient_checkpointing=cfg.model.gradient_checkpointing, ranks=ranks, fsdp=t.fsdp, engine=r.engine,
         gpu_memory_utilization=r.gpu_memory_utilization, sleep_mode=r.vllm_sleep_mode, hf_batch=r.batch_size)
 
@@ -71,10 +72,15 @@ def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> lis
 
 def main(cfg: RunConfig, gpu_mem: float = 80.0, ranks: int = 1, prompt_tokens: int = 512) -> int:
     if gpu_mem <= 0 or ranks < 1 or prompt_tokens < 0:
-        raise ValueError("--gpu-mem must be > 0, --ranks >= 1, --prompt-tokens >= 0")
-    model_cfg, source = load_config(cfg.model.name_or_path)
-    shape = shape_from_config(model_cfg)
-    run = run_shape(cfg, ranks, prompt_tokens)
-    plan = estimate(shape, run, gpu_mem * GIB)
+        print("mathrl plan: --gpu-mem must be > 0, --ranks >= 1, --prompt-tokens >= 0", file=sys.stderr)
+        return 2
+    try:
+        model_cfg, source = load_config(cfg.model.name_or_path)
+        shape = shape_from_config(model_cfg)
+        run = run_shape(cfg, ranks, prompt_tokens)
+        plan = estimate(shape, run, gpu_mem * GIB)
+    except ValueError as e:
+        print(f"mathrl plan: {e}", file=sys.stderr)
+        return 2
     print("\n".join(render(plan, cfg, run, source, shape)))
     return 0 if plan.fits else 1
