@@ -24,7 +24,9 @@ What lives where, following the trainer's code (``pipeline/grpo``):
   all run long unless sleep mode frees it outside ``generate``; the HF engine needs its KV cache
   and, under FSDP, the gathered full weights. The weight sync builds the whole model once more in
   ``model.dtype`` (and the gathered float32 state under FSDP).
-- Start-up under FSDP: every rank loads the full model (and builds the reference) before sharding.
+- Under FSDP: the units being run are all-gathered (the root with the embeddings and LM head for
+  the whole forward, about two decoder layers at a time), and at start-up every rank loads the full
+  model (and builds the reference) before sharding.
 
 Activation constants were measured on CPU with the tiny Qwen2 architecture (``tests/test_plan.py``
 checks the estimate against a profiler measurement): per token and layer about ``30 h + 4.5 c I``
@@ -269,6 +271,17 @@ def rollout_items(shape: ModelShape, run: RunShape, gpu_bytes: float) -> tuple[l
     return items, vllm
 
 
+def fsdp_gather_items(shape: ModelShape, run: RunShape) -> list[Item]:
+    """FSDP2 all-gathers a unit's full weights while it runs: the root (embeddings, LM head, final
+    norm) for the whole forward, and about two decoder layers (the current one and the prefetched)."""
+    if run.shards == 1:
+        return []
+    w = run.model_bytes if run.lora_rank else run.master_bytes
+    root = shape.vocab_size * shape.hidden_size * (1 if shape.tie_embeddings else 2) + shape.hidden_size
+    return [Item("FSDP gathered weights (root + 2 layers)", (root + 2 * shape.layer_params()) * w,
+                 ("update", "log-probs"), "unsharded while a unit runs")]
+
+
 def startup_items(shape: ModelShape, run: RunShape) -> list[Item]:
     """FSDP: each rank loads the full model (and builds the reference) before sharding."""
     if run.shards == 1:
@@ -292,7 +305,7 @@ def estimate(shape: ModelShape, run: RunShape, gpu_bytes: float, context_bytes: 
     startup = startup_items(shape, run)
     plan.items.append(Item("CUDA context (assumed)", context_bytes, PHASES if startup else STEADY,
                            "per process, outside PyTorch's allocator"))
-    plan.items += activation_items(shape, run)
+    plan.items += activation_items(shape, run) + fsdp_gather_items(shape, run)
     rollout, plan.vllm = rollout_items(shape, run, gpu_bytes)
     plan.items += rollout + startup
     return plan

@@ -59,7 +59,7 @@ def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> lis
         verdict += " (tight: under 10% headroom for allocator fragmentation and what this estimate leaves out)"
     lines.append(f"peak {plan.peak / GIB:.1f} GiB ({plan.peak_phase}) on a {gib:g} GiB GPU: {verdict}, "
                  f"headroom {headroom / GIB:.1f} GiB")
-    if run.engine == "vllm" and plan.vllm and not run.sleep_mode:
+    if run.engine == "vllm" and plan.vllm:
         free = vllm_startup_free(plan)
         if plan.vllm["share"] > free:
             lines.append(f"vLLM start-up check fails: it asks for {plan.vllm['share'] / GIB:.1f} GiB but only "
