@@ -151,6 +151,7 @@ def test_hung_rank_times_out_with_a_message(tiny_setup):
     ["train.loss_type=dapo", "train.adv_scale=batch"],  # global token count, global batch std
     ["train.loss_type=dr_grpo", "train.kl_in=reward", "train.num_iterations=2"],
     ["train.advantage=process", "train.loss_type=bnpo"],
+    ["train.mini_batches=2", "train.loss_type=dapo"],  # 2 optimizer steps per batch, counts per mini-batch
 ])
 def test_two_ranks_match_one_process_variants(tiny_setup, extra):
     name = "dp-var-" + "-".join(e.split("=")[1] for e in extra)

@@ -235,6 +235,11 @@ def test_vllm_share_and_sleep_mode_phases():
     assert awake.vllm["kv_cache"] == share - shape.params() * 2
     assert awake.phase_bytes("update") - asleep.phase_bytes("update") == share  # freed while training
     assert awake.phase_bytes("rollout") == asleep.phase_bytes("rollout")
+    sync = lambda **kw: {i.name: i.bytes for i in estimate(shape, _run(**kw), gpu).items}.get("weight sync copies")  # noqa: E731
+    p = shape.params()
+    assert sync(engine="vllm", ranks=2, fsdp=True) == p * 4 + p * 2  # gathered float32 + bf16 list, every rank
+    assert sync(engine="vllm") == p * 2 and sync(engine="vllm", master_bytes=2) == 0  # cast only when mixed
+    assert sync(engine="vllm_server", ranks=2, fsdp=True) is None  # gathered on rank 0's CPU
 
 
 def test_lora_targets_must_be_projections():

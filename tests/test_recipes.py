@@ -85,10 +85,20 @@ def test_truncated_zero_is_refused_with_process_supervision():
 
 
 def test_mini_batch_rows_keep_groups_whole():
-    assert mini_batch_rows([0, 0, 1, 1, 2, 2, 3, 3], 2) == [slice(0, 4), slice(4, 8)]
-    assert mini_batch_rows([0] * 3 + [1] * 3 + [2] * 3, 2) == [slice(0, 6), slice(6, 9)]  # 2 + 1 groups
-    assert mini_batch_rows([0, 0, 1, 1], 1) == [slice(0, 4)]
-    assert mini_batch_rows([0, 0, 1, 1], 3) == [slice(0, 2), slice(2, 4), slice(4, 4)]
+    assert mini_batch_rows([0, 0, 1, 1, 2, 2, 3, 3], 2) == [[0, 1, 4, 5], [2, 3, 6, 7]]  # groups 0, 2 | 1, 3
+    assert mini_batch_rows([0] * 3 + [1] * 3 + [2] * 3, 2) == [[0, 1, 2, 6, 7, 8], [3, 4, 5]]
+    assert mini_batch_rows([0, 0, 1, 1], 1) == [[0, 1, 2, 3]]
+    assert mini_batch_rows([0, 0, 1, 1], 3) == [[0, 1], [2, 3], []]
+
+
+def test_mini_batches_do_not_depend_on_the_number_of_ranks():
+    """8 groups split over 2 mini-batches: each of 2 ranks (4 contiguous groups each) splits its share
+    into the same global mini-batches as one process does."""
+    groups = [g for g in range(8) for _ in range(3)]
+    one = [{groups[r] for r in rows} for rows in mini_batch_rows(groups, 2)]
+    ranks = [groups[:12], groups[12:]]
+    two = [set().union(*({share[r] for r in mini_batch_rows(share, 2)[j]} for share in ranks)) for j in range(2)]
+    assert one == two == [{0, 2, 4, 6}, {1, 3, 5, 7}]
 
 
 def test_mini_batches_must_split_each_ranks_share():
@@ -129,12 +139,12 @@ def _fixed_batch(cfg, state, groups: int = 4) -> Batch:
     return Batch(eps, packed, adv, old, ref, None, 0.0, {})
 
 
-def _rows(batch: Batch, rows: slice) -> Batch:
+def _rows(batch: Batch, rows: list[int]) -> Batch:
     p = batch.packed
     packed = Packed(p.input_ids[rows], p.attention_mask[rows], p.position_ids[rows], p.completion_mask[rows],
                     p.prompt_width)
     cut = lambda t: None if t is None else t[rows]  # noqa: E731
-    return Batch(batch.episodes[rows], packed, batch.advantages[rows], cut(batch.old_logp), cut(batch.ref_logp),
+    return Batch([batch.episodes[i] for i in rows], packed, batch.advantages[rows], cut(batch.old_logp), cut(batch.ref_logp),
                  None, 0.0, {})
 
 
@@ -144,9 +154,11 @@ def _weights(model) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "dr_grpo"])
 def test_mini_batches_are_sequential_steps_each_normalised_alone(tiny_setup, tmp_path, loss_type):
-    """mini_batches=2 on a batch == two optimizer steps, one per half, each half normalised as a
-    whole batch (verl: the loss of a ppo_mini_batch_size mini-batch is its own token/row mean)."""
+    """mini_batches=2 on a batch == two optimizer steps, one per mini-batch (groups 0, 2 then 1, 3),
+    each normalised as a whole batch (verl: the loss of a ppo_mini_batch_size mini-batch is its own
+    token/row mean)."""
     common = [f"train.loss_type={loss_type}", "train.beta=0.04", "train.lr=0.5", "train.micro_batch_size=3",
+              "train.max_grad_norm=0",  # clipping would hide a wrongly scaled gradient
               "train.questions_per_step=4", "rollout.group_size=4", "device=cpu"]
     split = _cfg(tiny_setup, *common, "train.mini_batches=2")
     whole = _cfg(tiny_setup, *common, "train.mini_batches=1")
@@ -154,7 +166,7 @@ def test_mini_batches_are_sequential_steps_each_normalised_alone(tiny_setup, tmp
     batch = _fixed_batch(split, a)
     optimise(split, a, batch, 1, tmp_path, {})
     b = _state(whole)
-    for half in (slice(0, 8), slice(8, 16)):
+    for half in ([*range(0, 4), *range(8, 12)], [*range(4, 8), *range(12, 16)]):
         optimise(whole, b, _rows(batch, half), 1, tmp_path, {})
     for x, y in zip(_weights(a.policy), _weights(b.policy), strict=True):
         torch.testing.assert_close(x, y, rtol=0, atol=1e-6)

@@ -187,7 +187,7 @@ class TrainConfig:
     num_iterations: int = 1
     """mu: passes over each rollout batch (old log-probs computed once when updates_per_step > 1)."""
     mini_batches: int = 1
-    """Optimizer steps per pass: the batch is split into this many mini-batches of whole groups, each normalised as a batch of its own and followed by an optimizer step (verl's ppo_mini_batch_size = questions_per_step / mini_batches)."""
+    """Optimizer steps per pass: the batch is split into this many mini-batches of whole groups (the j-th takes every mini_batches-th group, the same split on any number of ranks), each normalised as a batch of its own and followed by an optimizer step (verl's ppo_mini_batch_size = questions_per_step / mini_batches)."""
     lr: float = 1e-5
     """Peak learning rate (AdamW)."""
     lr_schedule: Literal["constant", "cosine"] = "constant"

@@ -92,10 +92,12 @@ def char_to_token_ends(tokenizer, completion_ids: list[int], char_ends: list[int
     return out
 
 
-def mini_batch_rows(groups: list[int], k: int) -> list[slice]:
-    """``k`` contiguous row ranges of whole groups, as even in group count as possible (the first
-    ones take the remainder). ``groups``: each row's group index; a group's rows are contiguous."""
-    starts = [i for i, g in enumerate(groups) if i == 0 or g != groups[i - 1]]
-    bounds = [*starts, len(groups)]
-    cut = [bounds[-(-j * len(starts) // k)] for j in range(k)] + [len(groups)]  # group ceil(j n / k) opens part j
-    return [slice(a, b) for a, b in zip(cut, cut[1:])]
+def mini_batch_rows(groups: list[int], k: int) -> list[list[int]]:
+    """Row indices of ``k`` mini-batches of whole groups: the j-th takes every k-th group, starting
+    at group j (in order of appearance; ``groups`` holds each row's group, a group's rows together).
+    Strided rather than contiguous so that the split does not depend on the number of ranks: each
+    rank holds a contiguous share of the global groups whose size is a multiple of k (the config
+    check), so its j-th mini-batch is the global j-th mini-batch's part on that rank."""
+    order = list(dict.fromkeys(groups))
+    members = {g: i % k for i, g in enumerate(order)}
+    return [[row for row, g in enumerate(groups) if members[g] == j] for j in range(k)]

@@ -160,13 +160,14 @@ def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState) -> None:
 
 def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir: Path, timer: dict) -> dict:
     """mu passes over the batch; each pass takes one optimizer step per mini-batch (whole groups,
-    `train.mini_batches` of them). Returns loss statistics averaged over the batch and the passes."""
+    `train.mini_batches` of them, episodes.mini_batch_rows). Returns loss statistics averaged over
+    the batch and the passes."""
     mask = loss_mask(cfg, batch.episodes, batch.packed)
     parts = mini_batch_rows([e.group for e in batch.episodes], cfg.train.mini_batches)
     # GLOBAL counts of each mini-batch: policy_loss scales each micro-batch's loss by them, so the
     # gradients summed over micro-batches and ranks are one process's on that whole mini-batch
     # (each mini-batch is normalised as a batch of its own, as verl's ppo_mini_batch_size).
-    counts = distributed.all_reduce_sum([c for r in parts for c in (r.stop - r.start, float(mask[r].sum()))])
+    counts = distributed.all_reduce_sum([c for rows in parts for c in (len(rows), float(mask[rows].sum()))])
     sizes = list(zip(counts[0::2], counts[1::2]))
     weight = 1.0 / (sum(n for n, _ in sizes) * cfg.train.num_iterations)  # statistics: row-weighted means
     sums: dict[str, float] = {}
@@ -174,7 +175,7 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     with timed(timer, "update"):
         for _ in range(cfg.train.num_iterations):
             for rows, (n_all, total_tokens) in zip(parts, sizes):
-                if n_all == 0:  # every rank's share of this mini-batch is empty (few groups kept)
+                if n_all == 0:  # empty on every rank (dynamic sampling kept fewer groups than mini-batches)
                     continue
                 grad_norms.append(_mini_batch_step(cfg, state, batch, mask, rows, n_all, total_tokens,
                                                    sums, weight, step, run_dir))
@@ -182,13 +183,16 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     return {**sums, "grad_norm": sum(grad_norms) / len(grad_norms), "lr": state.scheduler.get_last_lr()[0]}
 
 
-def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: slice, n_all: float, total_tokens: float,
+def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int], n_all: float, total_tokens: float,
                      sums: dict, weight: float, step: int, run_dir: Path) -> float:
-    """Gradient accumulation over the micro-batches of ``part``, then one optimizer step; the norm."""
+    """Gradient accumulation over the micro-batches of the rows ``part``, then one optimizer step;
+    returns the gradient norm."""
     policy, opt = state.policy, state.optimizer
     opt.zero_grad(set_to_none=True)
-    for start in range(part.start, part.stop, cfg.train.micro_batch_size):
-        rows = slice(start, min(part.stop, start + cfg.train.micro_batch_size))
+    whole = len(part) == len(batch.episodes)  # one mini-batch: plain slices, no index copies
+    for start in range(0, len(part), cfg.train.micro_batch_size):
+        stop = min(len(part), start + cfg.train.micro_batch_size)
+        rows = slice(start, stop) if whole else part[start:stop]
         with autocast_for(cfg):
             logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
         old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
@@ -205,7 +209,7 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: slice, n_
             _stop_non_finite(run_dir, step, "loss")
         loss.backward()
         for k, v in stats.items():  # row-weighted means of the micro-batch statistics
-            sums[k] = sums.get(k, 0.0) + float(v) * (rows.stop - rows.start) * weight
+            sums[k] = sums.get(k, 0.0) + float(v) * (stop - start) * weight
     params = [p for p in policy.parameters() if p.requires_grad]
     if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward
         distributed.all_reduce_grads(params)

@@ -260,14 +260,13 @@ def rollout_items(shape: ModelShape, run: RunShape, gpu_bytes: float) -> tuple[l
         if n > 1:
             items.append(Item("gathered full weights (FSDP generate)", p * run.master_bytes, ("rollout",),
                               "fsdp.gathered around each generate call"))
-    if run.engine in ("vllm", "vllm_server"):
-        sync = 0.0
-        if n > 1 and run.engine == "vllm":
-            sync += p * run.master_bytes  # full_model_state(everywhere=True) on every rank
-        if run.lora_rank or run.mixed or n > 1:
-            sync += p * run.model_bytes  # the list of cast / merged tensors
-        where = "" if run.engine == "vllm" else " (rank 0 pushes over the weight channel)"
-        items.append(Item("weight sync copies", sync, ("sync",), "whole model materialised at once" + where))
+    if run.engine == "vllm" or (run.engine == "vllm_server" and n == 1):
+        # under FSDP every rank gathers the full state for its own engine (full_model_state(everywhere=True));
+        # then the list of tensors cast to model.dtype, or merged with the LoRA deltas; a vllm_server
+        # run under FSDP gathers onto rank 0's CPU instead
+        gathered = p * run.master_bytes if n > 1 else 0
+        cast = p * run.model_bytes if (run.lora_rank or run.mixed or n > 1) else 0
+        items.append(Item("weight sync copies", gathered + cast, ("sync",), "whole model materialised at once"))
     return items, vllm
 
 
