@@ -36,22 +36,24 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Every dataset (data.datasets: GSM8K, MATH, MATH-500, gsm-synth; ~5 s). The stages below need no
+# `make data` first: each prepares the datasets its config reads (train.task, eval.dataset, ...).
 data: setup
 	$(MATHRL) data --config $(CONFIG) $(OVERRIDES)
 
-sft: setup data
+sft: setup
 	$(MATHRL) sft --config $(CONFIG) $(OVERRIDES)
 
-train: setup data
+train: setup
 	$(MATHRL) run --config $(CONFIG) $(OVERRIDES)
 
 # The GRPO stage alone, data-parallel over NPROC local ranks (docs/distributed.md); the model in the
 # config must exist (for the CPU default run `make sft` first): make train-dist NPROC=2
 NPROC ?= 2
-train-dist: setup data
+train-dist: setup
 	$(PY) -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m pipeline train --config $(CONFIG) $(OVERRIDES)
 
-eval: setup data
+eval: setup
 	$(MATHRL) eval --config $(CONFIG) $(OVERRIDES)
 
 test: setup sandbox-deps data
@@ -75,7 +77,7 @@ test-torchfree: sandbox-deps
 test-all: setup
 	$(PYTEST) -q -m "not docker and not vllm"
 
-experiment: setup data
+experiment: setup
 	$(MATHRL) experiment --config $(CONFIG) $(OVERRIDES)
 
 bench: setup

@@ -7,11 +7,8 @@ which the data stage already deduplicated against MATH-500).
 
 from __future__ import annotations
 
-from pipeline.data.problems import load_problems
+from pipeline.data.problems import FEW_SHOT_SOURCE, load_problems
 from pipeline.prompts import get_template
-
-# Which prepared dataset supplies the few-shot examples for each eval dataset.
-FEW_SHOT_SOURCE = {"gsm8k": "gsm8k", "math": "math", "math500": "math", "gsm-synth": "gsm-synth"}
 
 
 def few_shot_examples(dataset: str, k: int, template: str,

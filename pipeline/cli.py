@@ -6,7 +6,8 @@ Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), v
 (outcome vs process supervision), plan (GPU memory estimate), config (print every key with its
 documentation). Each stage is
 a function ``fn(cfg) -> exit code`` (``module:function``, ``main`` when not named), imported only
-when used so ``mathrl data`` does not pay for torch.
+when used so ``mathrl data`` does not pay for torch. The stages that read problems first prepare
+the datasets they read.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ STAGES = {
     "plan": ("pipeline.plan.report", "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)"),
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
+# Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
+# prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
+READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +80,9 @@ def _main(argv: list[str] | None) -> int:
     module, _, function = STAGES[args.stage][0].partition(":")
     stage = getattr(importlib.import_module(module), function or "main")
     try:
+        if args.stage in READS_DATA:
+            from pipeline.data.prepare import prepare_for
+            prepare_for(cfg, args.stage)
         result = stage(cfg, **{k: getattr(args, k) for k in PLAN_ARGS if hasattr(args, k)})
     except (OSError, DataError) as e:  # missing files, models or data: say what, not a traceback
         if os.environ.get("MATHRL_DEBUG"):

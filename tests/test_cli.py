@@ -9,15 +9,16 @@ def _run(*args):
 
 
 def test_missing_model_is_a_clear_error(tmp_path):
-    out = _run("eval", "--limit", "3", f"model.name_or_path={tmp_path}/no-model")
+    out = _run("eval", "--limit", "3", f"model.name_or_path={tmp_path}/no-model", f"data.prepared_dir={tmp_path}/p")
     assert out.returncode == 1
     assert "no-model" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_missing_prepared_data_says_make_data(tmp_path):
+def test_missing_data_file_is_a_clear_error(tmp_path):
     out = _run("train", f"data.prepared_dir={tmp_path}", f"output_dir={tmp_path}/runs",
-               f"model.name_or_path={tmp_path}/no-model")
-    assert out.returncode == 1 and "make data" in out.stderr and "Traceback" not in out.stderr
+               f"train.task={tmp_path}/mine.jsonl", f"model.name_or_path={tmp_path}/no-model")
+    assert out.returncode == 1 and "data file not found" in out.stderr and "mine.jsonl" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_config_lists_documented_keys():

@@ -1,5 +1,6 @@
 """The data stage on the shipped raw files: counts, gold answers, idempotence, clear errors."""
 
+import json
 import re
 
 import pytest
@@ -132,3 +133,41 @@ def test_one_loader_for_every_stage(tmp_path):
     assert len(load_problems(synth.prepared_dir, "gsm-synth", "test", synth=synth)) == 3
     with pytest.raises(DataError, match="make data"):
         load_problems(synth.prepared_dir, "gsm-synth", "test")
+
+
+@pytest.mark.parametrize("stage, overrides, expected", [
+    ("eval", ["eval.dataset=math500"], ["math500"]),
+    ("eval", ["eval.dataset=math500", "prompt.few_shot=4"], ["math", "math500"]),  # few-shot from MATH train
+    ("train", ["train.task=gsm8k+math"], ["gsm8k", "math"]),
+    ("train", ["train.task=gsm8k", "train.eval_every=5", "prompt.few_shot=2"], ["gsm8k"]),
+    ("run", ["stages=[build-tiny, sft, train, eval]", "eval.dataset=math500"], ["math500", "gsm-synth"]),
+    ("run", ["stages=[train]", "eval.dataset=math500"], ["gsm-synth"]),
+    ("experiment", ["stages=[train, eval]", "train.task=gsm8k"], ["gsm8k"]),
+    ("eval", ["eval.dataset=my/own.jsonl"], []),
+])
+def test_datasets_for_names_what_each_stage_reads(stage, overrides, expected):
+    from pipeline.config import load_run_config
+    from pipeline.data.prepare import datasets_for
+
+    assert datasets_for(load_run_config(None, overrides), stage) == expected
+
+
+def test_eval_stage_prepares_its_dataset_on_the_default_config(tiny_setup, tmp_path, capsys):
+    """`make eval eval.dataset=math500` on the CPU default config, nothing prepared: the stage
+    prepares MATH-500 from the shipped data/raw (and only that) and evaluates."""
+    from pathlib import Path
+
+    from pipeline import cli
+
+    _, root = tiny_setup
+    config = Path(__file__).resolve().parents[1] / "configs" / "cpu_tiny.yaml"
+    prepared = tmp_path / "prepared"
+    code = cli.main(["eval", "--config", str(config), "--limit", "3", "eval.dataset=math500",
+                     f"data.prepared_dir={prepared}", f"model.name_or_path={root}/tiny", "eval.n_samples=1",
+                     "eval.temperature=0", "eval.ks=[1]", "eval.max_new_tokens=8",
+                     f"eval.output_dir={tmp_path}/eval"])
+    assert code == 0, capsys.readouterr()
+    assert len(read_jsonl(prepared / "math500" / "test.jsonl")) == 500
+    assert sorted(p.name for p in prepared.iterdir() if p.is_dir()) == ["math500"]
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert summary["dataset"] == "math500" and summary["n_problems"] == 3

@@ -7,10 +7,17 @@ ids (``data.source=hub``). Each row is normalised to
 written to ``data/prepared/<dataset>/<split>.jsonl``. Rows whose gold answer cannot be read are
 reported by id, never dropped silently. A manifest of input hashes makes a re-run a no-op
 unless the inputs, the settings or this code changed.
+
+`mathrl data` prepares ``data.datasets`` (all four by default); the other stages call
+``prepare_for`` first, which prepares just the datasets that stage reads (``datasets_for``:
+``train.task``, ``sft.task``, ``eval.dataset`` with their mixture parts and few-shot sources),
+under a file lock so that torchrun's ranks prepare once.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import hashlib
 import inspect
 import json
@@ -19,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.config import DataConfig, RunConfig
-from pipeline.data.problems import SYNTH, DataError, prepared_path
+from pipeline.config.checks import DATASETS
+from pipeline.data.problems import FEW_SHOT_SOURCE, MIX, SYNTH, DataError, prepared_path
 from rewards.boxed import last_boxed
 
 
@@ -196,6 +204,46 @@ def prepare(cfg: DataConfig, force: bool = False) -> dict[str, dict[str, int]]:
         manifest_path.write_text(json.dumps(manifest, indent=2))
         summary[dataset] = counts
     return summary
+
+
+def _evaluated(cfg: RunConfig, dataset: str) -> list[str]:
+    """``dataset`` as an eval reads it: its parts, and their few-shot sources when prompts have examples."""
+    parts = dataset.split(MIX)
+    return parts + [FEW_SHOT_SOURCE[p] for p in parts if cfg.prompt.few_shot and p in FEW_SHOT_SOURCE]
+
+
+def datasets_for(cfg: RunConfig, stage: str) -> list[str]:
+    """The prepared datasets `mathrl <stage>` reads under ``cfg`` (JSONL paths are the user's own)."""
+    if stage == "run":
+        stages = cfg.stages
+    elif stage == "experiment":  # its own GRPO runs, evaluated on train.task
+        stages = [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
+    else:
+        stages = [stage]
+    names = []
+    for s in stages:
+        if s == "build-tiny":  # the tokenizer's corpus
+            names.append(SYNTH)
+        elif s == "sft":
+            names += cfg.sft.task.split(MIX)
+        elif s == "train":  # the periodic eval reads the task's test split
+            evaluated = cfg.train.eval_every or stage == "experiment"
+            names += _evaluated(cfg, cfg.train.task) if evaluated else cfg.train.task.split(MIX)
+        elif s == "eval":
+            names += _evaluated(cfg, cfg.eval.dataset)
+    return [name for name in DATASETS if name in names]
+
+
+def prepare_for(cfg: RunConfig, stage: str) -> dict[str, dict[str, int]]:
+    """Prepare what ``stage`` reads (a no-op for what is up to date); ranks started together take turns."""
+    names = datasets_for(cfg, stage)
+    if not names:
+        return {}
+    lock_dir = Path(cfg.data.prepared_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return prepare(dataclasses.replace(cfg.data, datasets=names))
 
 
 def main(cfg: RunConfig) -> int:

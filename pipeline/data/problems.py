@@ -16,6 +16,9 @@ from pathlib import Path
 
 SYNTH = "gsm-synth"
 MIX = "+"  # joins the datasets of a mixture: gsm8k+math
+# Which prepared dataset supplies the few-shot examples for each eval dataset (its train split;
+# MATH-500 borrows MATH's, which the data stage deduplicated against MATH-500).
+FEW_SHOT_SOURCE = {"gsm8k": "gsm8k", "math": "math", "math500": "math", "gsm-synth": "gsm-synth"}
 
 
 class DataError(RuntimeError):
@@ -48,6 +51,8 @@ def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0
 
         train, test = generator.generate(synth)
         problems = train if split == "train" else test
+    elif dataset.endswith(".jsonl"):
+        raise DataError(f"data file not found: {path}")
     else:
         raise DataError(f"prepared data not found: {path}; run `make data` (or `mathrl data`) first")
     if limit:
