@@ -26,6 +26,7 @@ class ConfigError(ValueError):
 DATASETS = ("gsm8k", "math", "math500", "gsm-synth")  # prepared by `mathrl data`
 STAGES = ("build-tiny", "sft", "train", "eval")  # what `mathrl run` may run, in this order
 SYNTH_OPS = ("+", "-", "*", "/")
+TRACKERS = ("tensorboard", "wandb", "trackio", "mlflow")  # train.report_to (pipeline/grpo/trackers.py)
 _USER_REWARD = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
 
 
@@ -70,6 +71,12 @@ def check_reward(r) -> None:
 
 
 def check_train(t) -> None:
+    alone = [name for name in ("auto", "none") if name in t.report_to and len(t.report_to) > 1]
+    unknown = [name for name in t.report_to if name not in (*TRACKERS, "auto", "none")]
+    if unknown or alone:
+        raise ConfigError(f"train.report_to: {unknown or alone} "
+                          f"{'unknown' if unknown else 'must stand alone'}; give any of {', '.join(TRACKERS)}, "
+                          "or [auto] (TensorBoard if installed), or [] for metrics.jsonl only")
     if t.advantage == "process" and t.kl_in == "reward":
         raise ConfigError("train.kl_in=reward is implemented for outcome supervision only; "
                           "use train.kl_in=loss with train.advantage=process")

@@ -240,6 +240,10 @@ class TrainConfig:
     """Test problems used by the periodic eval."""
     log_samples: int = 2
     """Sample completions written to samples.jsonl per step."""
+    report_to: list[str] = field(default_factory=lambda: ["auto"])
+    """Trackers that get every metrics.jsonl row and the resolved config: any of tensorboard, wandb, trackio, mlflow (each must be installed); `[auto]` = tensorboard if installed, else none; `[]` = metrics.jsonl only. Stores: WANDB_MODE/WANDB_DIR (default the run dir), TRACKIO_DIR, MLFLOW_TRACKING_URI."""
+    tracker_project: str = "mathrl"
+    """Project (W&B, Trackio) or experiment (MLflow) the trackers file the run under; the run is named `name`."""
     warn_zero_std_frac: float = 0.8
     """Warn when more than this fraction of groups has zero reward variance."""
     dist_timeout_s: float = 1800.0

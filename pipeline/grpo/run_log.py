@@ -1,4 +1,5 @@
-"""Run observability: metrics.jsonl (always), samples.jsonl, TensorBoard if installed, curves PNG.
+"""Run observability: metrics.jsonl (always), samples.jsonl, the trackers of train.report_to
+(``trackers.py``: TensorBoard, W&B, Trackio, MLflow; each gets every metrics.jsonl row), curves PNG.
 
 On resume the lines written after the checkpoint's step are dropped first, so the files read
 as if the run had never been interrupted.
@@ -23,29 +24,22 @@ def _truncate_jsonl(path: Path, max_step: int) -> None:
 
 
 class RunLog:
-    def __init__(self, run_dir: Path, resume_step: int = 0, tensorboard: bool = True):
+    def __init__(self, run_dir: Path, resume_step: int = 0, trackers: list = ()):
+        """``trackers``: opened by ``trackers.open_trackers``; each gets every row of metrics.jsonl."""
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self.samples_path = self.run_dir / "samples.jsonl"
         for path in (self.metrics_path, self.samples_path):
             _truncate_jsonl(path, resume_step)
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-                self.tb = SummaryWriter(str(self.run_dir / "tensorboard"))
-            except ImportError:  # tensorboard not installed: metrics.jsonl is the record
-                self.tb = None
+        self.trackers = list(trackers)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         row = {"step": step, **{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                                 for k, v in metrics.items()}}
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        if self.tb is not None:
-            for k, v in metrics.items():
-                if isinstance(v, (int, float)) and v is not None:
-                    self.tb.add_scalar(k, v, step)
+        for tracker in self.trackers:
+            tracker.log(step, {k: v for k, v in row.items() if k != "step"})
 
     def samples(self, step: int, records: list[dict]) -> None:
         with self.samples_path.open("a") as f:
@@ -53,8 +47,8 @@ class RunLog:
                 f.write(json.dumps({"step": step, **rec}, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
+        for tracker in self.trackers:
+            tracker.close()
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

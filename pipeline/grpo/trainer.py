@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 import rewards
 from pipeline import faults
-from pipeline.config import RunConfig, save_config
+from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
@@ -47,6 +47,7 @@ from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
+from pipeline.grpo.trackers import TrackerError, open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
 from pipeline.rollout.factory import build_engine
 
@@ -61,7 +62,7 @@ class TrainingError(RuntimeError):
 def main(cfg: RunConfig, evaluate: EvalFn | None = None) -> int:
     try:
         run_dir = train(cfg, evaluate)
-    except (TrainingError, distributed.PeerLost) as e:
+    except (TrainingError, TrackerError, distributed.PeerLost) as e:
         print(f"mathrl train: {e}")
         return 1
     distributed.print0(f"run directory: {run_dir}")
@@ -74,16 +75,24 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     if cfg.train.eval_every and evaluate is None:
         raise TrainingError("train.eval_every is set but no eval function was given: run GRPO through "
                             "`mathrl train` / `mathrl run`, or pass evaluate=evals.run.periodic_eval(cfg)")
+    report_to = resolve(cfg.train.report_to)  # a tracker that is not installed stops every rank here
     distributed.init(cfg.train.dist_timeout_s)  # no-op outside torchrun; rank 0 alone writes files
     main_rank = distributed.is_main()
     run_dir = Path(cfg.output_dir) / cfg.name
     ckpt = find_resume(run_dir, cfg.train.resume)
     saved = load_trainer_state(ckpt) if ckpt is not None else None
+    log = NullLog()
     if main_rank:
         save_config(cfg, run_dir / "config.yaml")
-    state, start = _build_state(cfg, ckpt, saved)
+        resume_step = saved["step"] if saved is not None else 0
+        log = RunLog(run_dir, resume_step, open_trackers(report_to, run_dir, to_dict(cfg), cfg.train.tracker_project,
+                                                          cfg.name, resume_step))
+    try:
+        state, start = _build_state(cfg, ckpt, saved)
+    except BaseException:
+        log.close()  # trackers end their run (started first so that a login problem shows before loading)
+        raise
     rewards.warmup(cfg.reward.workers)  # start the checkers' worker processes outside the timed steps
-    log = RunLog(run_dir, resume_step=start) if main_rank else NullLog()
     if saved is not None:
         set_rng_state(saved["rng"])
     bar = tqdm(range(start + 1, cfg.train.steps + 1), initial=start, total=cfg.train.steps, desc="grpo",
