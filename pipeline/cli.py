@@ -7,7 +7,8 @@ Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), v
 documentation). Each stage is
 a function ``fn(cfg) -> exit code`` (``module:function``, ``main`` when not named), imported only
 when used so ``mathrl data`` does not pay for torch. The stages that read problems first prepare
-the datasets they read.
+the datasets they read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and
+model card) to the Hugging Face Hub.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import sys
 
 # Import names of the `train` extra. `pip install mathrl` alone gives only `rewards` and `sandbox`;
 # every stage of this command needs the extra, so a missing one gets a one-line answer.
-TRAIN_MODULES = {"torch", "transformers", "tokenizers", "peft", "datasets", "accelerate", "yaml", "matplotlib"}
+TRAIN_MODULES = {"torch", "transformers", "tokenizers", "peft", "datasets", "accelerate", "yaml", "matplotlib",
+                 "huggingface_hub"}
 
 STAGES = {
     "data": ("pipeline.data.prepare", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
@@ -36,6 +39,7 @@ PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passe
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
 READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
+WRITES_CARD = ("train", "run")  # stages that get the command line, for the model card
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,12 +68,24 @@ def _main(argv: list[str] | None) -> int:
             p.add_argument("--ranks", type=int, default=1, help="processes of the run (torchrun ranks; FSDP shards over them)")
             p.add_argument("--prompt-tokens", type=int, default=512, help="longest prompt of a micro-batch (default 512)")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
+    push = sub.add_parser("push", help="upload a run's final/ (weights + model card) to the Hugging Face Hub")
+    push.add_argument("run_dir", help="the run directory (holds final/)")
+    push.add_argument("--repo", required=True, help="Hub repository id, e.g. user/model-name")
+    push.add_argument("--private", action="store_true", help="create the repository private")
     args = parser.parse_args(argv)
     from pipeline.config import ConfigError, RunConfig, describe, load_run_config
     from pipeline.data.problems import DataError
 
     if args.stage == "config":
         print("\n".join(describe(RunConfig)))
+        return 0
+    if args.stage == "push":
+        from pipeline.push import PushError, push_run
+        try:
+            print(push_run(args.run_dir, args.repo, private=args.private))
+        except PushError as e:
+            print(f"mathrl push: {e}", file=sys.stderr)
+            return 1
         return 0
     try:
         extra = [f"eval.limit={args.limit}"] if getattr(args, "limit", None) is not None else []
@@ -79,17 +95,28 @@ def _main(argv: list[str] | None) -> int:
         return 2
     module, _, function = STAGES[args.stage][0].partition(":")
     stage = getattr(importlib.import_module(module), function or "main")
+    kwargs = {k: getattr(args, k) for k in PLAN_ARGS if hasattr(args, k)}
+    if args.stage in WRITES_CARD:
+        kwargs["command"] = command_line(sys.argv[1:] if argv is None else argv)
     try:
         if args.stage in READS_DATA:
             from pipeline.data.prepare import prepare_for
             prepare_for(cfg, args.stage)
-        result = stage(cfg, **{k: getattr(args, k) for k in PLAN_ARGS if hasattr(args, k)})
+        result = stage(cfg, **kwargs)
     except (OSError, DataError) as e:  # missing files, models or data: say what, not a traceback
         if os.environ.get("MATHRL_DEBUG"):
             raise
         print(f"mathrl {args.stage}: {e} (set MATHRL_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(result or 0)
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as a user would type it again: `mathrl ...`, or torchrun's form under torchrun."""
+    world, local = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    launcher = (f"torchrun --nnodes {max(1, world // local)} --nproc_per_node {local} -m pipeline"
+                if world > 1 else "mathrl")
+    return f"{launcher} {shlex.join(argv)}"
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 For the CPU default (`configs/cpu_tiny.yaml`) that is: build the tiny model -> SFT warm start
 -> evaluate the SFT model ("before") -> GRPO -> evaluate the trained model ("after") -> write
-`report.md` in the run directory. Data preparation is the `make data` prerequisite. The last
-line printed is machine-readable:
+`report.md` in the run directory. `mathrl` prepares the data the stages read before calling them,
+and training ends by writing the model card `final/README.md` (``pipeline/card.py``), which the
+evals after training update. The last line printed is machine-readable:
 
     result: task=<name> before=<accuracy 0..1> after=<accuracy 0..1> minutes=<wall minutes>
 
@@ -14,17 +15,24 @@ sit above both ``pipeline.grpo`` and ``evals``, which do not import each other.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
+from pipeline.card import write_card
 from pipeline.config import RunConfig
 
-def train(cfg: RunConfig) -> int:
-    """`mathrl train`: GRPO alone, with the periodic eval (``train.eval_every``) wired in."""
+
+def train(cfg: RunConfig, command: str | None = None) -> int:
+    """`mathrl train`: GRPO alone, with the periodic eval (``train.eval_every``) wired in, then the
+    model card (``command``: the command line it names)."""
     from evals.run import periodic_eval
     from pipeline.grpo import trainer
 
-    return trainer.main(cfg, evaluate=periodic_eval(cfg))
+    code = trainer.main(cfg, evaluate=periodic_eval(cfg))
+    if code == 0 and os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 (the process group is closed)
+        print(f"model card: {write_card(Path(cfg.output_dir) / cfg.name, cfg, command)}")
+    return code
 
 
 def greedy(cfg: RunConfig) -> RunConfig:
@@ -71,7 +79,7 @@ def write_report(run_dir: Path, cfg: RunConfig, results: list[tuple[str, dict, d
     if (run_dir / "curves.png").is_file():
         lines += ["![training curves](curves.png)", ""]
     lines += ["Files: `config.yaml` (resolved config), `metrics.jsonl`, `samples.jsonl`, `checkpoints/`, "
-              "`final/`, `eval/[greedy_]before|after/` (results.jsonl, summary.json, report.md)."]
+              "`final/` (with the model card `README.md`), `eval/[greedy_]before|after/` (results.jsonl, summary.json, report.md)."]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -86,7 +94,7 @@ def _eval_all(settings: dict[str, RunConfig], model_path: str, run_dir: Path, wh
     return out
 
 
-def main(cfg: RunConfig) -> int:
+def main(cfg: RunConfig, command: str | None = None) -> int:
     start = time.time()
     run_dir = Path(cfg.output_dir) / cfg.name
     if "build-tiny" in cfg.stages:
@@ -100,11 +108,12 @@ def main(cfg: RunConfig) -> int:
     before = _eval_all(settings, cfg.model.name_or_path, run_dir, "before") if "eval" in cfg.stages else {}
     after = {}
     if "train" in cfg.stages:
-        code = train(cfg)
+        code = train(cfg, command)
         if code:
             return code
         if "eval" in cfg.stages:
             after = _eval_all(settings, str(run_dir / "final"), run_dir, "after")
+            write_card(run_dir, cfg, command)  # now with the results of the trained model
     minutes = (time.time() - start) / 60
     run_dir.mkdir(parents=True, exist_ok=True)
     results = [(_title(c), before[tag], after[tag]) for tag, c in settings.items() if after]

@@ -157,6 +157,17 @@ def test_mlflow_file_store_gets_every_metric_and_the_config(run, monkeypatch):
     assert params["train.report_to"] == str(ALL)
 
 
+def test_mathrl_train_ends_with_a_model_card(run):
+    from huggingface_hub import ModelCard
+
+    run_dir, _, cfg = run
+    card = ModelCard.load(run_dir / "final" / "README.md")
+    assert card.data.tags[:2] == ["mathrl", "grpo"] and not card.data.eval_results  # no eval of final/ yet
+    text = card.text
+    assert "No evaluation of this model yet" in text and "step_2" not in text  # periodic evals are not final/'s
+    assert "mathrl train " in text and f"train.report_to=[{','.join(ALL)}]" in text  # the command as typed
+
+
 class Recorder:
     def __init__(self):
         self.rows, self.closed = [], False

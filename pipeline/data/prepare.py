@@ -55,6 +55,23 @@ SOURCES: dict[str, dict[str, Source]] = {
     },
 }
 
+@dataclass(frozen=True)
+class Licence:
+    """The licence a prepared dataset is under (model cards list it)."""
+
+    spdx: str
+    holder: str
+    files: tuple[str, ...] = ()  # licence texts under data.raw_dir (data/raw/SOURCES.md has the provenance)
+
+
+LICENCES: dict[str, Licence] = {
+    "gsm8k": Licence("MIT", "OpenAI (GSM8K, grade-school-math)", ("gsm8k/LICENSE-openai-grade-school-math.txt",)),
+    "math": Licence("MIT", "Dan Hendrycks (MATH)", ("math/full/LICENSE-hendrycks-math.txt",)),
+    "math500": Licence("MIT", "OpenAI (MATH-500, from PRM800K; problems from MATH, MIT)",
+                       ("math/math500/LICENSE-openai-prm800k.txt",)),
+    "gsm-synth": Licence("MIT", "mathrl (synthetic: pipeline/data/synth.py, under mathrl's licence)"),
+}
+
 # Two MATH train solutions end in an empty \boxed{} in the original release (multiple-choice
 # problems whose choice text was lost). Both solutions conclude that no such prime exists, so
 # choice (A) 0 is the answer; the stage prints when it applies these.
