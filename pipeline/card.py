@@ -91,7 +91,8 @@ def _eval_results(cfg: RunConfig, evals: list[tuple[str, dict]]) -> list:
             metrics += [(f"maj@{k}", v, f"maj@{k}") for k, v in s["maj@k"].items() if k != "1"]
         out += [EvalResult(task_type="text-generation", dataset_type=hub_id, dataset_name=name,
                            dataset_split=cfg.eval.split, metric_type=kind, metric_value=round(100 * value, 2),
-                           metric_name=f"{label}, {_sampling(s)}") for kind, value, label in metrics]
+                           metric_name=label if s.get("greedy") else f"{label}, {_sampling(s)}")
+                for kind, value, label in metrics]
     return out
 
 
