@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from pipeline.config import ModelConfig, RunConfig
+from pipeline.device import resolve_device
 
 PAD, BOS_TURN, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 CHAT_TEMPLATE = (
@@ -36,12 +37,6 @@ TINY_TEMPLATES = ("gsm8k", "gsm8k_boxed", "math")  # prompt templates whose inst
 # Qwen2's pre-tokenizer regex (transformers' tokenization_qwen2.py); \p{N} makes digits single.
 QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
                r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
 
 
 def load_policy(name_or_path: str, dtype: str = "float32", device: str = "cpu"):

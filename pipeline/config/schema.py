@@ -322,8 +322,8 @@ class RunConfig:
     """Parent folder of run directories."""
     seed: int = 0
     """Seed for sampling, data order and initialisation."""
-    device: str = "auto"
-    """`auto` (cuda if available, else cpu), `cpu`, or `cuda`."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """`auto` (cuda if torch sees a GPU, else cpu with a warning on stderr), `cpu`, or `cuda` (stops when there is no GPU); under torchrun it also picks the backend: gloo for cpu, NCCL for cuda."""
     stages: list[str] = field(default_factory=lambda: ["train", "eval"])
     """What `mathrl run` (`make train`) does, in order: any of build-tiny, sft, train, eval."""
     data: DataConfig = field(default_factory=DataConfig)

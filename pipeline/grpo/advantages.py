@@ -10,6 +10,10 @@ Rows are completions; consecutive runs of `group_size` rows answer the same ques
 - `reward_with_kl`: the PPO-style alternative to a KL loss term, a detached KL penalty
   subtracted from the scalar reward before advantages are computed (`train.kl_in="reward"`).
 
+Device: results are on the inputs' device (``process_advantages`` takes lists and builds on
+``device``); nothing is read back to the host except the finiteness check of the rewards, which
+is skipped on ``meta`` (shapes only, no values).
+
 Conventions (both documented in docs/grpo_math.md):
 - std is the unbiased (Bessel-corrected) std, torch's default.
 - A group whose rewards are all equal (std zero) or that has fewer than two values (std
@@ -60,6 +64,7 @@ def process_advantages(
     lengths: list[int],
     group_size: int,
     eps: float = 1e-4,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Process-supervised GRPO advantages (DeepSeekMath sec. 4.1.3), one per token.
 
@@ -69,21 +74,22 @@ def process_advantages(
     rbar = (r - mean(R)) / (std(R) + eps) with R the group's step rewards; then
     A[i, t] = sum_j [step_ends[i][j] >= t] * rbar[i][j] for t < lengths[i], 0 past the end.
     A group whose step rewards are all equal or number fewer than two gets rbar = 0.
-    Returns [N, T] float tensor (default dtype), T = max(lengths).
+    Returns [N, T] float tensor (default dtype) on ``device`` (default: torch's default device),
+    T = max(lengths).
     """
     n = len(lengths)
     if not (len(step_rewards) == len(step_ends) == n):
         raise ValueError("step_rewards, step_ends and lengths must have one entry per completion")
     if group_size < 1 or n % group_size:
         raise ValueError(f"{n} completions do not split into groups of {group_size}")
-    rows, ends, values = _flatten_steps(step_rewards, step_ends, lengths)
+    rows, ends, values = _flatten_steps(step_rewards, step_ends, lengths, device)
     rbar = _normalise_by_group(values, rows // group_size, n // group_size, eps)  # [S]
     width = max(lengths, default=0)
-    scattered = torch.zeros(n, width + 1, dtype=rbar.dtype)  # [N, T + 1]
+    scattered = torch.zeros(n, width + 1, dtype=rbar.dtype, device=rbar.device)  # [N, T + 1]
     scattered.index_put_((rows, ends), rbar, accumulate=True)
     # Reverse cumulative sum: position t collects every step ending at t or later.
     adv = scattered.flip(1).cumsum(1).flip(1)[:, :width]  # [N, T]
-    valid = torch.arange(width) < torch.tensor(lengths).unsqueeze(1)  # [N, T]
+    valid = torch.arange(width, device=rbar.device) < torch.tensor(lengths, device=rbar.device).unsqueeze(1)  # [N, T]
     return torch.where(valid, adv, torch.zeros_like(adv))
 
 
@@ -117,12 +123,12 @@ def _check_rewards(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     if not rewards.is_floating_point():
         rewards = rewards.float()
-    if not torch.isfinite(rewards).all():
+    if not rewards.is_meta and not torch.isfinite(rewards).all():  # meta: shapes only, nothing to read
         raise ValueError("rewards contain NaN or inf; reward functions must return finite floats")
     return rewards
 
 
-def _flatten_steps(step_rewards, step_ends, lengths):
+def _flatten_steps(step_rewards, step_ends, lengths, device):
     """Flatten ragged steps into (row, end, reward) tensors, validating every index."""
     rows, ends, values = [], [], []
     for i, (rs, es, length) in enumerate(zip(step_rewards, step_ends, lengths)):
@@ -138,9 +144,9 @@ def _flatten_steps(step_rewards, step_ends, lengths):
             values.append(float(r))
     dtype = torch.get_default_dtype()
     return (
-        torch.tensor(rows, dtype=torch.long),
-        torch.tensor(ends, dtype=torch.long),
-        torch.tensor(values, dtype=dtype),
+        torch.tensor(rows, dtype=torch.long, device=device),
+        torch.tensor(ends, dtype=torch.long, device=device),
+        torch.tensor(values, dtype=dtype, device=device),
     )
 
 
@@ -148,14 +154,15 @@ def _normalise_by_group(values: torch.Tensor, group: torch.Tensor, num_groups: i
     """(v - mean) / (unbiased std + eps) within each group; 0 for flat or singleton groups."""
     if values.numel() == 0:
         return values
-    count = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, torch.ones_like(values))
-    mean = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, values) / count.clamp(min=1)
+    zeros = values.new_zeros  # on the values' device
+    count = zeros(num_groups).index_add_(0, group, torch.ones_like(values))
+    mean = zeros(num_groups).index_add_(0, group, values) / count.clamp(min=1)
     centred = values - mean[group]  # [S]
-    sq = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, centred * centred)
+    sq = zeros(num_groups).index_add_(0, group, centred * centred)
     std = (sq / (count - 1).clamp(min=1)).sqrt()  # [B]
     # Steps arrive grouped in order, so each group's first step sits at its count offset.
     first = values[(count.cumsum(0) - count).long().clamp(max=values.numel() - 1)]  # [B]
-    differs = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, (values != first[group]).to(values.dtype))
+    differs = zeros(num_groups).index_add_(0, group, (values != first[group]).to(values.dtype))
     flat = (count < 2) | (differs == 0)  # [B]
     out = centred / (std[group] + eps)
     return torch.where(flat[group], torch.zeros_like(out), out)

@@ -7,6 +7,12 @@ questions drawn); the episodes are packed into tensors; the old-policy and refer
 are computed once, without gradients; the rewards become group-relative advantages (outcome: one
 per completion, process: one per token), and the engine's log-probs give truncated importance
 weights (vLLM). Under torchrun each rank holds its own share of the questions (parallel/).
+
+Device: every tensor of a ``Batch`` is on the policy's device. The packed episodes are built on
+the host and moved there in one place, right after ``pack`` (``Packed.to``); everything else
+(masks, log-probs, rewards, advantages, engine log-probs, importance weights) is built from them
+or with their device. Python values (rewards, step rewards) stay on the host until then; the TIS
+statistics are read back once per batch (``mismatch``). tests/test_device_hygiene.py checks it.
 """
 
 from __future__ import annotations
@@ -57,7 +63,8 @@ class timed:
 def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
     """Rollout + rewards (+ dynamic sampling), then log-probs and advantages."""
     episodes, zero_std_frac = collect_groups(cfg, state, timer)
-    packed = pack(episodes, state.tokenizer.pad_token_id)
+    # The one move to the policy's device; every other batch tensor is built on it (module notes).
+    packed = pack(episodes, state.tokenizer.pad_token_id).to(policy_device(state.policy))
     mask = loss_mask(cfg, episodes, packed)
     reuse = cfg.train.updates_per_step > 1  # later optimizer steps see a policy that has moved
     need_old = reuse or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
@@ -73,16 +80,23 @@ def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
                  ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch)
 
 
+def policy_device(model) -> torch.device:
+    """Where the policy's parameters are (a DTensor's device under FSDP)."""
+    return next(model.parameters()).device
+
+
 def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer) -> torch.Tensor:
-    """[N] outcome advantages or [N, T] process advantages (zero-padded to the batch width)."""
-    scores = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+    """[N] outcome advantages or [N, T] process advantages (zero-padded to the batch width), on
+    the packed batch's device."""
+    device = packed.completion_mask.device
+    scores = torch.tensor([e.reward for e in episodes], dtype=torch.float32, device=device)
     if cfg.train.kl_in == "reward" and ref_logp is not None:
         scores = reward_with_kl(scores, old, ref_logp, mask, cfg.train.beta)
     g = cfg.rollout.group_size
     if cfg.train.advantage == "process":
         add_step_rewards(episodes, cfg.reward.weights, tokenizer)
         adv = process_advantages([e.step_rewards for e in episodes], [e.step_ends for e in episodes],
-                                 [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps)
+                                 [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps, device=device)
         return torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
     # over every rank's rewards, so batch-std scaling sees the global batch; keep this rank's rows
     adv = outcome_advantages(distributed.gather_cat(scores), g, cfg.train.adv_scale, cfg.train.adv_eps)
@@ -179,5 +193,6 @@ def _importance_weights(cfg, episodes, old, mask) -> tuple[torch.Tensor | None, 
     """Truncated importance weights between the trainer's and the engine's log-probs (tis.py)."""
     if cfg.rollout.tis_cap <= 0 or old is None or any(e.engine_logprobs is None for e in episodes):
         return None, {}
-    engine_logp = pad_logprobs([e.engine_logprobs for e in episodes], old.shape[1])
-    return tis_weights(old, engine_logp, mask, cfg.rollout.tis_cap)
+    engine_logp = pad_logprobs([e.engine_logprobs for e in episodes], old.shape[1], device=old.device)
+    weights, stats = tis_weights(old, engine_logp, mask, cfg.rollout.tis_cap)
+    return weights, dict(zip(stats, torch.stack(list(stats.values())).tolist()))  # one read for all

@@ -12,6 +12,7 @@ so every completion starts in the same column; position ids follow the attention
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -48,6 +49,13 @@ class Packed:
     position_ids: torch.Tensor  # [N, P + T]
     completion_mask: torch.Tensor  # [N, T] float, 1 on real completion tokens
     prompt_width: int  # P: column where completions start
+
+    def to(self, device) -> "Packed":
+        """The same batch with every tensor on ``device`` (a no-op for those already there)."""
+        return dataclasses.replace(self, input_ids=self.input_ids.to(device),
+                                   attention_mask=self.attention_mask.to(device),
+                                   position_ids=self.position_ids.to(device),
+                                   completion_mask=self.completion_mask.to(device))
 
 
 def pack(episodes: list[Episode], pad_id: int) -> Packed:

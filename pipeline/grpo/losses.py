@@ -79,8 +79,9 @@ def policy_loss(
     surrogate (treated as constants; the truncated importance sampling weights of tis.py).
     num_tokens / num_rows: completion tokens / rows of the whole optimizer batch under gradient
     accumulation (see the module notes); None: this call is the whole batch.
-    Returns (scalar loss, stats) with stats: loss (this call's loss before the accumulation
-    scaling), kl (masked token mean of the chosen estimator,
+    Returns (scalar loss, stats) with stats 0-dim float32 tensors on logp's device (read them
+    once per step, not per call: each read waits for the device): loss (this call's loss before
+    the accumulation scaling), kl (masked token mean of the chosen estimator,
     0.0 without ref_logp), clip_frac_low / clip_frac_high / clip_frac (fraction of tokens whose
     surrogate takes the clipped, zero-gradient branch: A < 0 and ratio < 1 - clip_low /
     A > 0 and ratio > 1 + clip_high), ratio_mean / ratio_min / ratio_max and adv_abs_mean
@@ -151,7 +152,7 @@ def _stats(loss, ratio, adv, kl, m, mf, clip_low, clip_high):
     ]).float()
     names = ("loss", "kl", "clip_frac_low", "clip_frac_high", "clip_frac", "ratio_mean",
              "ratio_min", "ratio_max", "adv_abs_mean", "num_tokens")
-    return dict(zip(names, values.tolist()))  # one device sync for all stats
+    return dict(zip(names, values.unbind()))  # tensors: reading them is the caller's (one) device sync
 
 
 def _check_args(logp, mask, advantages, loss_type, importance_level, kl_estimator, beta, ref_logp,

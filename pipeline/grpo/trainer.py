@@ -22,6 +22,13 @@ Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
 4. Optional DAPO-style dynamic sampling drops groups whose rewards are all equal.
 5. Mixed precision: float32 master weights with bfloat16 forwards under autocast (precision.py).
 
+Devices: the policy (and reference) live on ``resolve_device(cfg.device)`` (``pipeline/device.py``;
+``auto`` warns loudly when it falls back to the CPU); under torchrun the backend follows it (gloo
+on cpu, NCCL on cuda). ``make_batch`` moves each step's packed episodes to the policy's device in
+one place and builds every other batch tensor there (batch.py), so the losses never see a host
+tensor. The loss statistics stay on the device as tensors and are read back once per step, at
+the end of ``optimise``; ``step_metrics`` works on host values only (rewards, lengths, those reads).
+
 The periodic eval (`train.eval_every`) is a function the caller passes in (the `mathrl train` and
 `mathrl run` stages pass `evals.run.periodic_eval(cfg)`), so this package never imports evals.
 """
@@ -38,6 +45,7 @@ import rewards
 from pipeline import faults
 from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
+from pipeline.device import DeviceError, resolve_device
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
 from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
                                       set_rng_state)
@@ -62,7 +70,7 @@ class TrainingError(RuntimeError):
 def main(cfg: RunConfig, evaluate: EvalFn | None = None) -> int:
     try:
         run_dir = train(cfg, evaluate)
-    except (TrainingError, TrackerError, distributed.PeerLost) as e:
+    except (TrainingError, TrackerError, distributed.PeerLost, DeviceError) as e:
         print(f"mathrl train: {e}")
         return 1
     distributed.print0(f"run directory: {run_dir}")
@@ -76,7 +84,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         raise TrainingError("train.eval_every is set but no eval function was given: run GRPO through "
                             "`mathrl train` / `mathrl run`, or pass evaluate=evals.run.periodic_eval(cfg)")
     report_to = resolve(cfg.train.report_to)  # a tracker that is not installed stops every rank here
-    distributed.init(cfg.train.dist_timeout_s)  # no-op outside torchrun; rank 0 alone writes files
+    # no-op outside torchrun; rank 0 alone writes files; gloo or NCCL after the run's device
+    distributed.init(cfg.train.dist_timeout_s, resolve_device(cfg.device))
     main_rank = distributed.is_main()
     run_dir = Path(cfg.output_dir) / cfg.name
     ckpt = find_resume(run_dir, cfg.train.resume)
@@ -179,7 +188,7 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     counts = distributed.all_reduce_sum([c for rows in parts for c in (len(rows), float(mask[rows].sum()))])
     sizes = list(zip(counts[0::2], counts[1::2]))
     weight = 1.0 / (sum(n for n, _ in sizes) * cfg.train.num_iterations)  # statistics: row-weighted means
-    sums: dict[str, float] = {}
+    sums: dict[str, torch.Tensor] = {}  # on the device until the one read below
     grad_norms = []
     with timed(timer, "update"):
         for _ in range(cfg.train.num_iterations):
@@ -188,7 +197,8 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
                     continue
                 grad_norms.append(_mini_batch_step(cfg, state, batch, mask, rows, n_all, total_tokens,
                                                    sums, weight, step, run_dir))
-    sums = dict(zip(sums, distributed.all_reduce_sum(list(sums.values()))))
+    read = torch.stack(list(sums.values())).tolist() if sums else []  # the step's one read of the statistics
+    sums = dict(zip(sums, distributed.all_reduce_sum(read)))
     return {**sums, "grad_norm": sum(grad_norms) / len(grad_norms), "lr": state.scheduler.get_last_lr()[0]}
 
 
@@ -217,8 +227,8 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
         if not torch.isfinite(loss):
             _stop_non_finite(run_dir, step, "loss")
         loss.backward()
-        for k, v in stats.items():  # row-weighted means of the micro-batch statistics
-            sums[k] = sums.get(k, 0.0) + float(v) * (stop - start) * weight
+        for k, v in stats.items():  # row-weighted means of the micro-batch statistics (device tensors)
+            sums[k] = sums.get(k, 0.0) + v * ((stop - start) * weight)
     params = [p for p in policy.parameters() if p.requires_grad]
     if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward
         distributed.all_reduce_grads(params)

@@ -27,7 +27,8 @@ def tis_weights(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, mask: tor
     """Per-token truncated importance weights and mismatch statistics.
 
     trainer_logp, engine_logp, mask: [N, T] (mask 1 on completion tokens, 0 on padding).
-    Returns weights [N, T] (0 where masked) and stats over unmasked tokens:
+    Returns weights [N, T] (0 where masked) and stats over unmasked tokens, 0-dim tensors on the
+    inputs' device (the caller reads them):
     ``tis/mean_abs_delta``, ``tis/max_abs_delta`` (|trainer - engine| logp),
     ``tis/mean_weight`` and ``tis/clipped_frac`` (fraction of tokens where the cap bit).
     """
@@ -40,18 +41,20 @@ def tis_weights(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, mask: tor
     n = m.sum().clamp(min=1.0)
     abs_delta = delta.abs()
     stats = {
-        "tis/mean_abs_delta": float(abs_delta.sum() / n),
-        "tis/max_abs_delta": float(abs_delta.max()) if abs_delta.numel() else 0.0,
-        "tis/mean_weight": float(weights.sum() / n),
-        "tis/clipped_frac": float(((ratio > cap).to(m.dtype) * m).sum() / n),
+        "tis/mean_abs_delta": abs_delta.sum() / n,
+        "tis/max_abs_delta": abs_delta.max() if abs_delta.numel() else abs_delta.new_zeros(()),
+        "tis/mean_weight": weights.sum() / n,
+        "tis/clipped_frac": ((ratio > cap).to(m.dtype) * m).sum() / n,
     }
     return weights, stats
 
 
-def pad_logprobs(rows: list[list[float]], width: int, fill: float = 0.0) -> torch.Tensor:
-    """Right-pad per-completion engine logprobs (``Sample.logprobs``) into a [N, width] tensor."""
+def pad_logprobs(rows: list[list[float]], width: int, fill: float = 0.0,
+                 device: torch.device | str | None = None) -> torch.Tensor:
+    """Right-pad per-completion engine logprobs (``Sample.logprobs``) into a [N, width] tensor on
+    ``device`` (built on the host, then one copy)."""
     out = torch.full((len(rows), width), fill, dtype=torch.float32)
     for i, row in enumerate(rows):
         row = row[:width]
         out[i, :len(row)] = torch.tensor(row, dtype=torch.float32)
-    return out
+    return out if device is None else out.to(device)
