@@ -19,7 +19,7 @@ def tiny_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     overrides = [f"data.prepared_dir={root}/prepared", "data.datasets=gsm-synth", "data.synth_train_size=300",
                  "data.synth_test_size=40", f"model.tiny_dir={root}/tiny", f"model.name_or_path={root}/tiny",
-                 f"output_dir={root}/runs", *TINY]
+                 f"output_dir={root}/runs", "device=cpu", *TINY]  # CPU and gloo, also on a GPU box
     cfg = load_run_config(None, overrides)
     prepare(cfg.data)
     models.main(cfg)

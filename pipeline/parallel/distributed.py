@@ -16,8 +16,15 @@ default) from (seed, draw index of the block's first question in the run), so wh
 generates a question does not change its completions; a 1-process run with the same
 ``rollout.seed_block`` samples the same completions.
 
-Outside torchrun (no WORLD_SIZE, or WORLD_SIZE=1) every helper is a no-op and the trainer
-runs exactly as a single process.
+The backend follows the run's device (``init``): gloo when ``device`` resolves to cpu, even on a
+machine with GPUs; NCCL for cuda, each rank on GPU ``LOCAL_RANK``, refused in one line when a node
+has fewer GPUs than ranks.
+
+Outside torchrun (no WORLD_SIZE, or WORLD_SIZE=1 without torchrun's agent) there is no process
+group, every helper is a no-op and the trainer runs exactly as a single process. Under torchrun
+the group exists even for one rank (``TORCHELASTIC_RUN_ID`` is set), so a 1-rank run uses the
+backend, and FSDP with ``train.fsdp=true``, as N ranks do: what `make gpu-smoke` checks on one
+GPU. The helpers still short-circuit on one rank.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from pipeline.device import DeviceError
+
 BUCKET_ELEMENTS = 1 << 24  # gradient elements per all-reduce (64 MiB in float32)
 
 
@@ -37,13 +46,16 @@ class PeerLost(RuntimeError):
     """A collective failed or timed out: another rank died or hangs. The message says what to do."""
 
 
-def init(timeout_s: float) -> bool:
-    """Join the process group torchrun described in the environment; False outside torchrun."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+def init(timeout_s: float, device: str = "cpu") -> bool:
+    """Join the process group torchrun described in the environment; False outside torchrun.
+    ``device``: the run's resolved device (``pipeline.device.resolve_device``): gloo on ``cpu``;
+    on ``cuda`` NCCL, with this rank on GPU ``LOCAL_RANK`` (one GPU per local rank)."""
+    under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ  # torchrun's agent sets it, for any number of ranks
+    if (int(os.environ.get("WORLD_SIZE", "1")) <= 1 and not under_torchrun) or dist.is_initialized():
         return dist.is_initialized()
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = backend_for(device)
     if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(_local_gpu())
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     except Exception as e:  # rendezvous never completed: a peer did not start
@@ -52,9 +64,38 @@ def init(timeout_s: float) -> bool:
     return True
 
 
+def backend_for(device: str) -> str:
+    """The collective backend for a resolved device: NCCL for cuda, gloo for cpu."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be resolved to cpu or cuda before torchrun starts, got {device!r}")
+    return "nccl" if device == "cuda" else "gloo"
+
+
+def _local_gpu() -> int:
+    """This rank's GPU: LOCAL_RANK, refused in one line when the node has fewer GPUs than ranks."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1))
+    gpus = torch.cuda.device_count()
+    if max(local_ranks, local_rank + 1) > gpus:
+        raise DeviceError(f"torchrun started {max(local_ranks, local_rank + 1)} ranks on this node but torch sees "
+                          f"{gpus} GPU(s) (one rank per GPU): use --nproc_per_node={gpus} (make train-dist "
+                          f"NPROC={gpus}), or device=cpu for gloo on the CPU")
+    return local_rank
+
+
+def device_type() -> str:
+    """'cuda' under NCCL, else 'cpu': the device of collectives and of FSDP's device mesh."""
+    return "cuda" if dist.is_initialized() and dist.get_backend() == "nccl" else "cpu"
+
+
 def close() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def initialized() -> bool:
+    """A process group exists (torchrun, any number of ranks)."""
+    return dist.is_initialized()
 
 
 def rank() -> int:
@@ -205,6 +246,6 @@ def barrier(what: str = "barrier") -> None:
 
 
 def _comm_device() -> torch.device:
-    if dist.is_initialized() and dist.get_backend() == "nccl":
+    if device_type() == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")

@@ -28,7 +28,8 @@ sharded, groups local, losses scaled with GLOBAL counts); what changes:
    every rank for the colocated engines, on rank 0 for the server; LoRA is merged from the
    gathered tensors (``hf_weights(model, state)`` in ``pipeline/weights/export.py``).
 
-With one process ``train.fsdp=true`` does nothing (there is nothing to shard); ``shard`` prints so.
+Outside torchrun ``train.fsdp=true`` does nothing (there is nothing to shard); ``shard`` prints so.
+Under a 1-rank torchrun it wraps the model over a mesh of one (every "shard" is whole).
 Not built: meta-device initialisation (every rank loads the full model, and builds the full
 reference copy, before sharding), CPU offload, a mixed-precision policy (the model's dtype is used).
 """
@@ -44,8 +45,9 @@ from pipeline.parallel import distributed
 
 
 def enabled(cfg) -> bool:
-    """FSDP is on: asked for and more than one rank."""
-    return bool(cfg.train.fsdp) and distributed.world_size() > 1
+    """FSDP is on: asked for, under torchrun (one rank included: a mesh of one shards nothing, but
+    runs FSDP's code on the device, which is how `make gpu-smoke` checks it on one GPU)."""
+    return bool(cfg.train.fsdp) and distributed.initialized()
 
 
 def shard(cfg, policy, ref):
@@ -53,7 +55,7 @@ def shard(cfg, policy, ref):
     fine-tuning reference is sharded too; under LoRA the reference IS the policy."""
     if not enabled(cfg):
         if cfg.train.fsdp:
-            print("train.fsdp=true with one process: nothing to shard, training unsharded")
+            print("train.fsdp=true outside torchrun: nothing to shard, training unsharded")
         return policy, ref
     policy = wrap(policy)
     if ref is not None and ref is not policy:
@@ -79,7 +81,7 @@ def wrap(model):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
-    mesh = init_device_mesh("cuda" if torch.cuda.is_available() else "cpu", (distributed.world_size(),))
+    mesh = init_device_mesh(distributed.device_type(), (distributed.world_size(),))  # the backend's device
     root = _hf_model(model)
     layer_classes = set(getattr(root, "_no_split_modules", None) or [])
     layers = [m for m in root.modules() if type(m).__name__ in layer_classes]
