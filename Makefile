@@ -19,12 +19,13 @@ comma := ,
 EXTRAS := train$(comma)verl$(comma)test$(if $(HAS_GPU),$(comma)vllm)
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment clean help
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment clean help gpu-smoke gpu-wheels check-gpu-deps
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
 	@echo "make data | sft | eval | bench | bench-rollout | experiment | test-all | test-docker | test-vllm | test-torchfree | clean"
+	@echo "make gpu-smoke [device=cpu] | gpu-wheels | check-gpu-deps [VLLM='vllm==0.33.*']"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
 # wheel on disk on CPU machines and to the CUDA build from PyPI on GPU machines.
@@ -109,6 +110,30 @@ vllm-serve: $(VLLM_SETUP)
 
 bench-rollout: $(VLLM_SETUP)
 	$(VLLM_PY) benchmarks/bench_rollout.py
+
+# The training path on a GPU in about a minute (benchmarks/gpu_smoke.py): 3 GRPO steps each of full
+# fine-tuning, bf16 autocast, LoRA, process advantages with mu = 2, a 1-rank torchrun with FSDP, and
+# `mathrl eval --limit 20`. Runs from the checkout without installing it, so it also works on a bare
+# CUDA box with only torch, transformers, peft and accelerate (carry wheels/gpu-smoke, see gpu-wheels).
+# CI runs it with device=cpu.
+SMOKE_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+gpu-smoke:
+	PYTHONPATH=$(CURDIR) $(SMOKE_PY) benchmarks/gpu_smoke.py --device $(or $(device),auto)
+
+# The wheels gpu-smoke needs beyond torch/transformers/peft/accelerate (math-verify, matplotlib and
+# their dependencies; about 24 MB), for CPython $(SMOKE_PYVER) on manylinux x86_64: run where PyPI is
+# reachable, copy wheels/gpu-smoke to the GPU machine with the checkout.
+SMOKE_PYVER ?= 312
+gpu-wheels:
+	$(SMOKE_PY) benchmarks/gpu_smoke.py --download-wheels $(SMOKE_PYVER)
+
+# Does `pip install '.[train,vllm]'` resolve on a GPU box? pip's resolver against PyPI, nothing
+# installed (tests/check_gpu_deps.py, about 1.5 minutes; a recent pip reads metadata only).
+# VLLM='vllm==0.33.*' resolves that vllm instead of the extra's (it must fail: torch 2.14).
+check-gpu-deps:
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade 'pip>=25.1'
+	$(PY) tests/check_gpu_deps.py $(if $(VLLM),--vllm '$(VLLM)')
 
 clean:
 	rm -rf runs data/prepared data/models .pytest_cache .hypothesis

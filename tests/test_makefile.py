@@ -15,3 +15,16 @@ def test_make_passes_config_overrides_through():
     for override in ("name=x", "seed=3", "train.steps=2", "stages=[train]"):
         assert override in line.split(), (override, line)
     assert "--nproc_per_node 2" in line and "NPROC=" not in line and "VENV=" not in line
+
+
+def _dry_run(*args: str) -> str:
+    return subprocess.run(["make", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_gpu_targets_pass_device_and_vllm_through():
+    smoke = next(ln for ln in _dry_run("gpu-smoke", "device=cpu").splitlines() if "gpu_smoke.py" in ln)
+    assert "--device cpu" in smoke and smoke.startswith(f"PYTHONPATH={ROOT} ")  # the checkout, not installed
+    assert "--device auto" in _dry_run("gpu-smoke")
+    assert "--download-wheels 312" in _dry_run("gpu-wheels")
+    deps = _dry_run("check-gpu-deps", "VLLM=vllm==0.33.*")
+    assert "tests/check_gpu_deps.py --vllm 'vllm==0.33.*'" in deps and "pip>=25.1" in deps
