@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local: never reach for the Hub
+os.environ.setdefault("TQDM_DISABLE", "1")  # one line per check, not progress bars
 
 # What the path imports beyond torch/transformers/peft/accelerate (and their own dependencies:
 # numpy, sympy, pyyaml, tqdm, safetensors, tokenizers), with the versions the project is tested with.
