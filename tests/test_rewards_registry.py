@@ -39,11 +39,18 @@ def test_unknown_name_lists_valid_ones():
         combine({"correct": 1.0, "nope": 0.5})
 
 
-def test_build_reward_binds_options():
+def test_build_reward_binds_options(monkeypatch):
+    import rewards.registry as registry
+
+    seen = []
+    real_check = registry.check
+    monkeypatch.setattr(registry, "check", lambda *a, timeout: seen.append(timeout) or real_check(*a, timeout=timeout))
     slow_pair = ("so $\\boxed{(10^{100})!}$", "1")  # sympy never finishes this one
     t0 = time.monotonic()
     assert build_reward("correct", timeout=0.5)(*slow_pair) == 0.0
-    assert time.monotonic() - t0 < 1.5
+    assert seen == [0.5]
+    # the bound timeout, not the 5 s default, ended it (the margin is for a loaded machine)
+    assert time.monotonic() - t0 < 4.0
     assert build_reward("format") is REWARDS["format"]
     reward = combine({"code": 1.0}, sandbox_backend="no-such-backend")
     with pytest.raises(SANDBOX_ERRORS):
