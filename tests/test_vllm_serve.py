@@ -4,8 +4,11 @@ One server subprocess (`python -m pipeline vllm-serve`, free port) serves the mo
 order: greedy samples and their log-probs match the HF model the trainer holds; GRPO steps
 through the server keep the engine/trainer log-prob mismatch at float noise (so the weights were
 broadcast after every step); a trainer killed mid-broadcast leaves the server serving and a new
-trainer can sync; the server stops cleanly on SIGTERM; a trainer whose server is SIGKILLed
-mid-run exits 1 quickly with a message naming the server.
+trainer can sync; concurrent requests are served by one engine call and each gets what it would
+alone; the server stops cleanly on SIGTERM; a trainer whose server is SIGKILLed mid-run exits 1
+quickly with a message naming the server. Server and trainers share a token through
+MATHRL_SERVER_TOKEN (the attacks on it run with a stand-in engine in the default suite:
+tests/test_vllm_serve_security.py, _http.py, _netns.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -29,26 +33,43 @@ from pipeline.grpo.run_log import read_metrics
 from pipeline.models import load_policy
 from pipeline.rollout.base import SamplingParams
 from pipeline.rollout.hf_engine import HFEngine
+from pipeline.rollout.server_auth import TOKEN_ENV
 from pipeline.rollout.vllm_client import ServerError, VLLMServerEngine
 from tests.dist_runs import ROOT, completions, env, free_port, torchrun
+from tests.serve_helpers import TOKEN, call
 
 pytestmark = pytest.mark.vllm
 
 FAST = ["train.questions_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=12",
         "train.micro_batch_size=6", "train.lr=1e-3", "train.save_every=0", "reward.workers=1",
         "reward.weights={tests.helpers:digit_fraction: 1.0, format: 0.1}", "rollout.engine=vllm_server",
-        "rollout.vllm_max_model_len=512", "rollout.tis_cap=2.0", "rollout.server_timeout_s=60"]
+        "rollout.vllm_max_model_len=512", "rollout.tis_cap=2.0", "rollout.server_timeout_s=60",
+        "rollout.server_batch_window_s=0.2"]
 PROMPTS = ["user\nWhat is 3 plus 4?\nassistant\n", "Question: Tom has 12 apples and eats 5."]
 GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0)
 
 
 def _health(url: str, timeout: float = 5) -> dict:
-    with urllib.request.urlopen(url + "/health", timeout=timeout) as resp:
+    """The server's /info (the details /health keeps from strangers)."""
+    req = urllib.request.Request(url + "/info", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_token():
+    """Server and trainers (this process and its children) share the token through the environment."""
+    old = os.environ.get(TOKEN_ENV)
+    os.environ[TOKEN_ENV] = TOKEN
+    yield
+    if old is None:
+        os.environ.pop(TOKEN_ENV, None)
+    else:
+        os.environ[TOKEN_ENV] = old
+
+
 @pytest.fixture(scope="module")
-def server(tiny_setup, tmp_path_factory):
+def server(tiny_setup, tmp_path_factory, shared_token):
     overrides, _ = tiny_setup
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "server.log"
@@ -173,6 +194,30 @@ def test_two_torchrun_ranks_share_one_server(server):
         assert b["tis/max_abs_delta"] < 1e-3
         assert b["reward/mean"] == pytest.approx(a["reward/mean"], rel=1e-4)
     assert completions(two) == completions(one)
+
+
+def test_concurrent_requests_are_one_vllm_call_with_each_requests_own_samples(server):
+    """Two ranks' requests at once: one engine call, and each gets exactly what it gets alone
+    (seeded sampling per prompt, its own n and temperature)."""
+    bodies = [{"prompts": PROMPTS, "n": 2, "params": {"max_new_tokens": 8, "temperature": 1.0, "seed": 5}},
+              {"prompts": PROMPTS[:1], "n": 3, "params": {"max_new_tokens": 6, "temperature": 0.7, "seed": 9}}]
+    alone = [call(server["url"], "POST", "/generate", b, timeout=120) for b in bodies]
+    before = _health(server["url"])["engine_calls"]
+    together = [None, None]
+
+    def run(i):
+        together[i] = call(server["url"], "POST", "/generate", bodies[i], timeout=120)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert all(status == 200 for status, _ in alone + together)
+    assert _health(server["url"])["engine_calls"] - before == 1  # the 0.2 s window batched them
+    for (_, a), (_, b) in zip(alone, together):
+        assert [[s["completion_ids"] for s in g] for g in a["samples"]] == \
+            [[s["completion_ids"] for s in g] for g in b["samples"]]
 
 
 def test_sigterm_stops_the_server(server):

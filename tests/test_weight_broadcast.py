@@ -1,5 +1,7 @@
 """The trainer -> vLLM server weight channel (pipeline/weights/broadcast.py) on gloo, and the
-server-mode client's fail-fast connect. Two real processes; no vllm needed."""
+server-mode client's fail-fast connect. Two real processes; no vllm needed. The two members
+meet through a ``FileStore`` here (the server and its client use the server's in-memory store
+over HTTP, tests/test_vllm_serve_security.py); gloo listens on loopback."""
 
 import multiprocessing as mp
 import os
@@ -7,6 +9,7 @@ import time
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from pipeline.config import load_run_config
 from pipeline.parallel.distributed import PeerLost
@@ -14,6 +17,7 @@ from pipeline.weights.broadcast import BroadcastError, Spec, WeightGroup, plan_b
 from tests.dist_runs import free_port
 
 BUCKET = 128  # bytes: small, so the tensors below span several buckets and one exceeds a bucket
+SECRET = b"a-shared-token-of-the-server"
 
 
 def mixed_tensors() -> list[tuple[str, torch.Tensor]]:
@@ -30,8 +34,12 @@ def mixed_tensors() -> list[tuple[str, torch.Tensor]]:
             ("h.i8", torch.randint(-128, 127, (13,), generator=g, dtype=torch.int8))]
 
 
-def _sender(port: int, mode: str) -> None:
-    group = WeightGroup.join(("127.0.0.1", port), 0, "gloo", 30.0, generation=3)
+def _sender(path: str, mode: str, secret: bytes = SECRET) -> None:
+    store = dist.FileStore(path, 2)
+    try:
+        group = WeightGroup.join(store, 0, "gloo", 30.0, generation=3, secret=secret, host="127.0.0.1")
+    except BroadcastError:
+        os._exit(3)  # refused by the receiver's token check
     if mode == "send":
         group.send(mixed_tensors(), BUCKET)
         group.barrier()
@@ -41,13 +49,14 @@ def _sender(port: int, mode: str) -> None:
         time.sleep(60)
 
 
-def _start(mode: str, timeout_s: float):
+def _start(mode: str, timeout_s: float, tmp_path, secret: bytes = SECRET):
     """(receiving group, sender process). Joining may take a while on a busy machine (the sender
     starts a fresh interpreter); ``timeout_s`` applies to the transfers after it."""
-    store = WeightGroup.host_store(0, 60)
-    proc = mp.get_context("spawn").Process(target=_sender, args=(store.port, mode), daemon=True)
+    path = str(tmp_path / "store")
+    store = dist.FileStore(path, 2)
+    proc = mp.get_context("spawn").Process(target=_sender, args=(path, mode, secret), daemon=True)
     proc.start()
-    group = WeightGroup.join(store, 1, "gloo", 60, generation=3)
+    group = WeightGroup.join(store, 1, "gloo", 60, generation=3, secret=SECRET, host="127.0.0.1")
     group.set_timeout(timeout_s)
     return group, proc
 
@@ -59,8 +68,8 @@ def test_plan_buckets_keeps_order_and_limits():
     assert len(buckets) > 2 and buckets[0] == [0]  # the oversized tensor travels alone
 
 
-def test_mixed_dtypes_arrive_bit_exact():
-    group, proc = _start("send", 30.0)
+def test_mixed_dtypes_arrive_bit_exact(tmp_path):
+    group, proc = _start("send", 30.0, tmp_path)
     try:
         expected = mixed_tensors()
         got = group.receive([Spec.of(n, t) for n, t in expected], BUCKET)
@@ -76,9 +85,9 @@ def test_mixed_dtypes_arrive_bit_exact():
 
 
 @pytest.mark.parametrize("mode,timeout_s,limit_s", [("die", 30.0, 10.0), ("hang", 3.0, 15.0)])
-def test_receiver_errors_when_peer_dies_or_hangs(mode, timeout_s, limit_s):
+def test_receiver_errors_when_peer_dies_or_hangs(mode, timeout_s, limit_s, tmp_path):
     """A dead sender is noticed at once (well under the 30 s timeout); a hung one after the timeout."""
-    group, proc = _start(mode, timeout_s)
+    group, proc = _start(mode, timeout_s, tmp_path)
     start = time.monotonic()
     try:
         with pytest.raises(BroadcastError, match="receiving weight bucket 0"):
@@ -90,11 +99,34 @@ def test_receiver_errors_when_peer_dies_or_hangs(mode, timeout_s, limit_s):
     assert time.monotonic() - start < limit_s
 
 
-def test_join_without_peer_times_out():
-    store = WeightGroup.host_store(0, 2.0)
+def test_receive_deadline_ends_a_transfer_that_never_comes(tmp_path):
+    """The server's announcement expiry: a sender that joined but sends nothing is given up at
+    the deadline, even though the per-bucket timeout (30 s) is longer."""
+    group, proc = _start("hang", 30.0, tmp_path)
+    start = time.monotonic()
+    try:
+        with pytest.raises(BroadcastError, match="receiving weight bucket 0"):
+            group.receive([Spec.of(n, t) for n, t in mixed_tensors()], BUCKET, deadline=time.monotonic() + 2)
+    finally:
+        group.close()
+        proc.kill()
+        proc.join(10)
+    assert time.monotonic() - start < 10
+
+
+def test_join_with_the_wrong_token_is_refused_before_any_transfer(tmp_path):
+    """Whoever reaches gloo's port must still prove the token: the receiver refuses, the sender is told."""
+    start = time.monotonic()
+    with pytest.raises(BroadcastError, match="did not prove the server's token"):
+        _start("send", 30.0, tmp_path, secret=b"someone-else's-guess")
+    assert time.monotonic() - start < 60
+
+
+def test_join_without_peer_times_out(tmp_path):
+    store = dist.FileStore(str(tmp_path / "store"), 2)
     start = time.monotonic()
     with pytest.raises(BroadcastError, match="could not form the weight group"):
-        WeightGroup.join(store, 1, "gloo", 2.0)
+        WeightGroup.join(store, 1, "gloo", 2.0, host="127.0.0.1")
     assert time.monotonic() - start < 15
 
 

@@ -14,6 +14,7 @@ finished config rather than on every construction.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 
@@ -59,6 +60,29 @@ def check_rollout(r) -> None:
         raise ConfigError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
     if r.seed_block < 0:
         raise ConfigError(f"rollout.seed_block must be >= 0, got {r.seed_block}")
+    check_server(r)
+
+
+def check_server(r) -> None:
+    """The `mathrl vllm-serve` limits, and the no-token opt-out on loopback only."""
+    small = [k for k in ("server_max_n", "server_max_prompts", "server_max_body_mb", "server_max_connections",
+                         "server_timeout_s", "server_read_timeout_s") if not getattr(r, k) > 0]
+    if small:
+        raise ConfigError(f"rollout.{small[0]} must be > 0, got {getattr(r, small[0])}")
+    if not 0 <= r.server_batch_window_s <= 1:
+        raise ConfigError(f"rollout.server_batch_window_s must lie in [0, 1] seconds, got {r.server_batch_window_s}")
+    if r.server_allow_no_token and not is_loopback(r.server_host):
+        raise ConfigError(f"rollout.server_allow_no_token=true needs a loopback rollout.server_host (127.0.0.1, ::1, "
+                          f"localhost), got {r.server_host!r}: a server other machines reach must ask for a token")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def check_reward(r) -> None:

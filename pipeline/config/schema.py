@@ -139,9 +139,23 @@ class RolloutConfig:
     server_port: int = 8000
     """vllm_server: HTTP port of `mathrl vllm-serve`."""
     server_timeout_s: float = 600.0
-    """vllm_server: a request or weight broadcast that takes longer fails with an error naming the server instead of hanging."""
-    server_group_port: int = 0
-    """vllm_server: port of the weight-broadcast group's store on the server (0 = a free port the server picks and announces)."""
+    """vllm_server: a request or weight broadcast that takes longer fails with an error naming the server instead of hanging; on the server, the longest a weight update may take from its announcement (then it expires)."""
+    server_token_file: str = ""
+    """vllm_server: file whose first line is the shared token the server asks of every client (the environment variable MATHRL_SERVER_TOKEN, if set, is used instead); never the token itself: configs are saved into run directories."""
+    server_allow_no_token: bool = False
+    """vllm_server: let `mathrl vllm-serve` run without a token; only with a loopback server_host, and then every local user and process can drive it."""
+    server_max_n: int = 256
+    """vllm_server: most samples per prompt one /generate request may ask for."""
+    server_max_prompts: int = 1024
+    """vllm_server: most prompts in one /generate request (the client splits larger lists)."""
+    server_max_body_mb: int = 16
+    """vllm_server: largest request body in MiB (larger ones get HTTP 413)."""
+    server_read_timeout_s: float = 30.0
+    """vllm_server: seconds a client has to send a whole request (headers and body) once connected or after its previous reply."""
+    server_max_connections: int = 64
+    """vllm_server: open connections the server keeps; more are answered 503 and closed."""
+    server_batch_window_s: float = 0.02
+    """vllm_server: how long the server waits after a /generate request for others (e.g. the other ranks') to batch into one engine call."""
     server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """vllm_server: weight broadcast backend; `auto` = NCCL when the trainer's weights and the server are on GPUs, else gloo (CPU)."""
     seed_block: int = 0

@@ -8,11 +8,16 @@ calls ``sync_weights(model)``: rank 0 sends the full weights in Hugging Face nam
 included, ``hf_weights``) through a two-member process group with the server
 (``pipeline.weights.broadcast``), then all ranks wait at a barrier, so no rank samples from stale weights.
 
-Weight update protocol (rank 0): ``POST /init_weight_group`` once (the server answers with the
-store's port and a group generation number; both sides join), then per sync ``POST
-/update_weights`` with the specs (name, dtype, shape; the server checks them against its model),
-the bytes over the group, and ``POST /update_weights_done``, which returns once vLLM has loaded
-them (or with the server's error).
+Every request carries the shared token (``Authorization: Bearer``; server_auth.py: the
+environment variable ``MATHRL_SERVER_TOKEN`` or ``rollout.server_token_file``). Prompt lists
+longer than the server's ``rollout.server_max_prompts`` are sent in several requests.
+
+Weight update protocol (rank 0): ``POST /init_weight_group`` once (the server answers with a
+group generation number; both sides join, the trainer reaching the server's rendezvous store
+through ``POST /group_store``, and the trainer proves the token to the server over the group),
+then per sync ``POST /update_weights`` with the specs (name, dtype, shape; the server checks them
+against its model), the bytes over the group, and ``POST /update_weights_done``, which returns
+once vLLM has loaded them (or with the server's error).
 
 Failures end the run with one line naming the server, never a hang: a server that is not
 running fails the first request within ``CONNECT_TIMEOUT_S``; one that dies or hangs later
@@ -35,7 +40,9 @@ from pipeline import faults
 from pipeline.config import RunConfig
 from pipeline.parallel import distributed
 from pipeline.rollout.base import Sample, SamplingParams
-from pipeline.weights.broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup, weights_hash
+from pipeline.rollout.server_auth import HOW, TokenError, bearer, server_token
+from pipeline.weights.broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup, local_address, weights_hash
+from pipeline.weights.group_store import RemoteStore
 from pipeline.weights.export import hf_weights
 
 __all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "CONNECT_TIMEOUT_S"]
@@ -57,11 +64,17 @@ class VLLMServerEngine:
         self.url = f"http://{r.server_host}:{r.server_port}"
         self.host, self.timeout_s = r.server_host, r.server_timeout_s
         self.backend_choice = r.server_weight_backend
+        try:
+            self.token = server_token(r)
+        except TokenError as e:
+            raise ServerError(f"vLLM server {self.url}: {e}") from None
         self.group: WeightGroup | None = None
         self.generation = None
         self._updates = itertools.count()
         self.last_sync_s = 0.0
-        self.health = self._call("GET", "/health", timeout=CONNECT_TIMEOUT_S, first=True)
+        self._call("GET", "/health", timeout=CONNECT_TIMEOUT_S, first=True)
+        self.health = self._call("GET", "/info", timeout=CONNECT_TIMEOUT_S)
+        self.max_prompts = int(self.health.get("limits", {}).get("max_prompts", 1 << 30))
         self._check_architecture(model)
 
     # -- HTTP ------------------------------------------------------------------------------
@@ -69,7 +82,7 @@ class VLLMServerEngine:
               first: bool = False) -> dict:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **bearer(self.token)})
         try:
             with urllib.request.urlopen(req, timeout=timeout or self.timeout_s) as resp:
                 return json.loads(resp.read())
@@ -78,6 +91,9 @@ class VLLMServerEngine:
                 detail = json.loads(e.read()).get("error", "")
             except Exception:
                 detail = ""
+            if e.code == 401:
+                detail = (f"{detail}. {'This trainer sent no token' if self.token is None else 'The token differs'}: "
+                          f"{HOW}")
             raise ServerError(f"vLLM server {self.url} refused {method} {path}: {detail or e}") from e
         except (OSError, ValueError) as e:  # refused, reset, timed out, truncated reply
             reason = getattr(e, "reason", e)
@@ -109,8 +125,14 @@ class VLLMServerEngine:
 
     # -- RolloutEngine ---------------------------------------------------------------------
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        reply = self._call("POST", "/generate", {"prompts": list(prompts), "n": n, "params": asdict(params)})
-        return [[Sample(**s) for s in group] for group in reply["samples"]]
+        out = []
+        for start in range(0, len(prompts), self.max_prompts):  # the server's rollout.server_max_prompts
+            chunk = list(prompts[start:start + self.max_prompts])
+            # seeds stay those of the whole list: prompt i of the list draws from seed + i * n
+            seed = None if params.seed is None else params.seed + start * n
+            reply = self._call("POST", "/generate", {"prompts": chunk, "n": n, "params": {**asdict(params), "seed": seed}})
+            out += [[Sample(**s) for s in group] for group in reply["samples"]]
+        return out
 
     def sync_weights(self, model) -> None:
         """Every rank calls this; rank 0 pushes the weights, the others wait for it. Under FSDP
@@ -148,14 +170,16 @@ class VLLMServerEngine:
         if backend == "auto":
             backend = "nccl" if device.type == "cuda" and self.health.get("device") == "cuda" else "gloo"
         reply = self._call("POST", "/init_weight_group", {"backend": backend, "timeout_s": self.timeout_s})
-        self.generation = reply["generation"]
+        self.generation = generation = reply["generation"]
+        store = RemoteStore(lambda op: self._call("POST", "/group_store", {"generation": generation, **op}),
+                            self.timeout_s)
         try:
-            self.group = WeightGroup.join((self.host, reply["port"]), 0, backend, self.timeout_s,
-                                          generation=self.generation)
+            self.group = WeightGroup.join(store, 0, backend, self.timeout_s, generation=generation, device=None,
+                                          secret=(self.token or "").encode(), host=local_address(self.host))
         except BroadcastError as e:
-            raise ServerLost(f"vLLM server {self.url}: could not build the weight group with it on port "
-                             f"{reply['port']} ({e}); that port must be reachable from trainer rank 0 "
-                             "(rollout.server_group_port)") from e
+            raise ServerLost(f"vLLM server {self.url}: could not build the weight group with it ({e}); the "
+                             "server's gloo/NCCL ports on rollout.server_host must be reachable from trainer "
+                             "rank 0 (docs/vllm_serve.md)") from e
 
     def _drop_group(self) -> None:
         if self.group is not None:

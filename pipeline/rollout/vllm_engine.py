@@ -93,20 +93,22 @@ class VLLMEngine:
 
     # -- sampling --------------------------------------------------------------------------
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        return self.generate_many([(prompts, n, params)])[0]
+
+    def generate_many(self, requests: list[tuple[list[str], int, SamplingParams]]) -> list[list[list[Sample]]]:
+        """Several ``generate`` requests (prompts, n, params) in one vLLM call, each with its own
+        parameters; what each would have returned alone (the `mathrl vllm-serve` batching)."""
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
         self._wake(["weights", "kv_cache"])
         tok = self.tokenizer
-        # Tokenised here exactly like HFEngine (no special tokens added), so both engines see the
-        # same prompt ids.
-        encoded = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        greedy = params.temperature <= 0
         eos_ids = self._eos_ids()
 
-        def sampling(i: int) -> VSamplingParams:
+        def sampling(i: int, n: int, params: SamplingParams) -> VSamplingParams:
             # vLLM gives sample j of a seeded request seed + j; prompt i gets its own seed range
             # so that different prompts do not share random streams.
+            greedy = params.temperature <= 0
             seed = None if params.seed is None else params.seed + i * n
             return VSamplingParams(
                 n=n, max_tokens=params.max_new_tokens, logprobs=0, seed=seed,
@@ -114,12 +116,16 @@ class VLLMEngine:
                 top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
                 stop_token_ids=eos_ids, skip_special_tokens=True)
 
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in encoded],
-                                    [sampling(i) for i in range(len(encoded))], use_tqdm=False)
+        # Tokenised here exactly like HFEngine (no special tokens added), so both engines see the
+        # same prompt ids.
+        encoded = [[tok(p, add_special_tokens=False)["input_ids"] for p in prompts] for prompts, _, _ in requests]
+        inputs = [TokensPrompt(prompt_token_ids=ids) for ids_list in encoded for ids in ids_list]
+        sampling_params = [sampling(i, n, params) for (prompts, n, params) in requests for i in range(len(prompts))]
+        outputs = iter(self.llm.generate(inputs, sampling_params, use_tqdm=False))
         results = []
-        for prompt, ids, out in zip(prompts, encoded, outputs):
-            samples = [_to_sample(prompt, ids, c, tok) for c in sorted(out.outputs, key=lambda c: c.index)]
-            results.append(samples)
+        for (prompts, _, _), ids_list in zip(requests, encoded):
+            results.append([[_to_sample(prompt, ids, c, tok) for c in sorted(out.outputs, key=lambda c: c.index)]
+                            for prompt, ids, out in zip(prompts, ids_list, outputs)])
         if self.sleep_mode:
             self.llm.sleep(level=1)
             self._sleeping = {"weights", "kv_cache"}

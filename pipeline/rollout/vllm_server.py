@@ -1,263 +1,305 @@
 """`mathrl vllm-serve`: a separate process that samples rollouts for `rollout.engine=vllm_server`.
 
 Runs one vLLM engine (``VLLMEngine``, in-process, tensor parallel 1) for the run config's model
-(``model.name_or_path``, ``model.dtype``, ``seed``, the ``rollout.vllm_*`` keys) behind a small
-JSON-over-HTTP API (stdlib ``ThreadingHTTPServer`` on ``rollout.server_host:server_port``):
+(``model.name_or_path``, ``model.dtype``, ``seed``, the ``rollout.vllm_*`` keys) behind a JSON
+API on ``rollout.server_host:server_port`` (FastAPI on uvicorn, see server_http.py). Every
+route but ``GET /health`` asks for the shared token (server_auth.py); request bodies are parsed
+and bounded by server_limits.py:
 
-    GET  /health               model, dtype, device, weights_hash (names + shapes), weight group state
+    GET  /health               {"status": "ok"}: nothing else, no token needed
+    GET  /info                 model, dtype, device, weights_hash (names + shapes), weight group, counters, limits
     GET  /weights              [[name, shape], ...] the trainer must send (Hugging Face names)
     POST /generate             {"prompts": [str], "n": int, "params": SamplingParams fields}
                                -> {"samples": [[Sample fields]]} exactly as VLLMEngine returns them
-    POST /init_weight_group    {"backend": "gloo"|"nccl", "timeout_s"} -> {"port", "generation"};
-                               the trainer then joins the group (see pipeline/weights/broadcast.py)
+    POST /init_weight_group    {"backend": "gloo"|"nccl", "timeout_s"} -> {"generation"}; the trainer
+                               then joins through /group_store (see pipeline/weights/group_store.py)
+    POST /group_store          {"generation", "op", ...}: the forming group's rendezvous store
     POST /update_weights       {"generation", "update", "specs": [[name, dtype, shape]], "bucket_bytes"}
                                -> checks the specs, starts receiving; the bytes follow over the group
     POST /update_weights_done  {"update"} -> once the weights are loaded into vLLM (or the error)
     POST /close_weight_group   {"generation"}
 
-Every engine call and every group operation runs on one worker thread, in arrival order, so
-generation never overlaps a weight load. Weights are staged on the CPU and loaded only when all
-have arrived, through ``VLLMEngine.sync_weights`` (the same worker functions as the colocated
-engine; it also resets the prefix cache). A broadcast that fails (the trainer died) or stalls
-past its timeout drops the group, logs one line and leaves the previous weights in place; the
-server keeps serving, and a restarted trainer (`train.resume=auto`) joins a new group.
-SIGTERM / SIGINT stop the server cleanly (a second signal exits at once).
+Threads: the event loop serves HTTP; the engine thread runs every engine call (a batch of
+concurrent /generate requests, server_batch.py, or a weight load), so generation never overlaps
+a load; the weight thread receives weights; each group forms on a thread of its own. Received
+weights are staged on the CPU while generation goes on, then loaded through
+``VLLMEngine.sync_weights`` (the same worker functions as the colocated engine; it also resets
+the prefix cache). An announced update that has not arrived within ``rollout.server_timeout_s``
+(the server's own, whatever the client asks) expires: the group is dropped, the previous
+weights stay. A broadcast that fails (the trainer died) does the same; the server keeps
+serving, and a restarted trainer (`train.resume=auto`) joins a new group. Update ids only grow
+within a group (a replayed or overlapping announcement is refused), and only the group's own
+generation can close it. SIGTERM / SIGINT stop the server cleanly (a second signal exits at once).
 
 Deviations: one engine, tensor parallel 1 (the receiving end of the group is this process,
-not vLLM's workers); concurrent /generate requests are served one after another, not batched
-together; prompts are strings tokenised as VLLMEngine does.
+not vLLM's workers); prompts are strings tokenised as VLLMEngine does.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
-import signal
+import socket
 import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import torch.distributed as dist
 
 from pipeline.config import RunConfig
-from pipeline.rollout.base import SamplingParams
-from pipeline.weights.broadcast import BroadcastError, Spec, StateView, WeightGroup, weights_hash
+from pipeline.rollout.server_auth import HOW, TokenError, server_token
+from pipeline.rollout.server_batch import Batcher
+from pipeline.rollout.server_http import Route, build_app, make_server
+from pipeline.rollout.server_limits import RequestError, ServerLimits, parse_generate, parse_update, require_int
+from pipeline.weights.broadcast import BroadcastError, StateView, WeightGroup, weights_hash
 from pipeline.weights.export import expected_weights
+from pipeline.weights.group_store import serve_store_op
 
-__all__ = ["main", "WeightServer"]
+__all__ = ["main", "WeightServer", "build_server"]
+
+MAX_FORMING = 2  # weight groups waiting for their trainer at once
 
 
 def log(msg: str) -> None:
     print(f"mathrl vllm-serve: {msg}", flush=True)
 
 
-class RequestError(ValueError):
-    """A request the server refuses; the message goes back to the client (HTTP 400)."""
-
-
 class WeightServer:
-    """The engine, the weight group and the single worker thread that serialises them."""
+    """The engine, the weight group, and the threads that keep them apart."""
 
-    def __init__(self, cfg: RunConfig, engine):
-        self.cfg, self.engine = cfg, engine
-        self.weights = expected_weights(cfg.model.name_or_path)
+    def __init__(self, cfg: RunConfig, engine, token: str | None, weights=None, limits: ServerLimits | None = None):
+        self.cfg, self.engine, self.token = cfg, engine, token
+        self.limits = limits or ServerLimits.from_config(cfg.rollout)
+        self.weights = weights if weights is not None else expected_weights(cfg.model.name_or_path)
         self.hash = weights_hash(self.weights)
-        self.worker = ThreadPoolExecutor(1, thread_name_prefix="vllm-engine")
-        self.store = None  # created on the first /init_weight_group, kept for the server's life
+        self.engine_thread = ThreadPoolExecutor(1, thread_name_prefix="vllm-engine")
+        self.weight_thread = ThreadPoolExecutor(1, thread_name_prefix="weight-group")
+        self.batcher = Batcher(self._generate_batch, self.limits.batch_window_s, self.engine_thread)
+        self.lock = threading.Lock()  # guards the group state below across the loop and the threads
+        self.generation = 0  # the last one handed out
+        self.forming: dict[int, tuple[dist.Store, Future]] = {}  # generation -> (store, join) of a forming group
         self.group: WeightGroup | None = None
-        self.generation = 0
-        self.pending: dict[int, Future] = {}
+        self.group_generation = 0
+        self.last_update = -1  # update ids only grow within a group
+        self.pending: tuple[int, Future] | None = None
         self.updates = 0
-        self.lock = threading.Lock()  # guards generation / pending across HTTP threads
 
-    # -- endpoints -------------------------------------------------------------------------
-    def health(self, _body=None) -> dict:
+    def routes(self) -> list[Route]:
+        return [Route("GET", "/health", self.health, public=True), Route("GET", "/info", self.info),
+                Route("GET", "/weights", self.weight_list), Route("POST", "/generate", self.generate),
+                Route("POST", "/init_weight_group", self.init_group), Route("POST", "/group_store", self.group_store),
+                Route("POST", "/update_weights", self.update), Route("POST", "/update_weights_done", self.update_done),
+                Route("POST", "/close_weight_group", self.close_group)]
+
+    # -- endpoints (coroutines on the event loop; never block it) ---------------------------
+    async def health(self, _body) -> dict:
+        return {"status": "ok"}
+
+    async def info(self, _body) -> dict:
         return {"status": "ok", "model": self.cfg.model.name_or_path, "dtype": self.cfg.model.dtype,
                 "device": "cuda" if self.engine.on_gpu else "cpu", "weights_hash": self.hash,
                 "num_weights": len(self.weights), "weight_group": self.group is not None,
-                "generation": self.generation, "updates": self.updates}
+                "generation": self.group_generation, "updates": self.updates,
+                "engine_calls": self.batcher.calls, "generate_requests": self.batcher.requests,
+                "limits": self.limits.as_json()}
 
-    def weight_list(self, _body=None) -> dict:
+    async def weight_list(self, _body) -> dict:
         return {"weights": [[n, list(s)] for n, s in self.weights]}
 
-    def generate(self, body: dict) -> dict:
-        try:
-            prompts, n = [str(p) for p in body["prompts"]], int(body["n"])
-            params = SamplingParams(**body.get("params", {}))
-        except (KeyError, TypeError, ValueError) as e:
-            raise RequestError(f"bad /generate request ({e})") from e
-        groups = self.worker.submit(self.engine.generate, prompts, n, params).result()
+    async def generate(self, body: dict) -> dict:
+        groups = await self.batcher.submit(parse_generate(body, self.limits))
         return {"samples": [[asdict(s) for s in g] for g in groups]}
 
-    def init_group(self, body: dict) -> dict:
-        backend, timeout_s = body.get("backend", "gloo"), float(body.get("timeout_s", 600))
-        if backend not in ("gloo", "nccl"):
-            raise RequestError(f"unknown backend {backend!r}")
+    async def init_group(self, body: dict) -> dict:
+        backend, timeout_s = body.get("backend", "gloo"), body.get("timeout_s", self.limits.update_timeout_s)
+        if set(body) - {"backend", "timeout_s"} or backend not in ("gloo", "nccl"):
+            raise RequestError(f"/init_weight_group takes backend (gloo or nccl) and timeout_s, got {sorted(body)}")
         if backend == "nccl" and not self.engine.on_gpu:
             raise RequestError("this server runs on CPU: use rollout.server_weight_backend=gloo")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise RequestError(f"timeout_s must be a positive number, got {timeout_s!r}")
+        timeout_s = min(float(timeout_s), self.limits.update_timeout_s)  # the server's cap, not the client's
         with self.lock:
-            if self.store is None:
-                self.store = WeightGroup.host_store(self.cfg.rollout.server_group_port, timeout_s)
+            if len(self.forming) >= MAX_FORMING:
+                raise RequestError(f"{MAX_FORMING} weight groups are already waiting for their trainer", 409)
             self.generation += 1
             generation = self.generation
-        self.worker.submit(self._join, generation, backend, timeout_s)
-        return {"port": self.store.port, "generation": generation}
+            self.forming[generation] = (dist.HashStore(), Future())
+        threading.Thread(target=self._join, args=(generation, backend, timeout_s), daemon=True,
+                         name=f"weight-join-{generation}").start()
+        return {"generation": generation}
 
-    def update(self, body: dict) -> dict:
+    async def group_store(self, body: dict) -> dict:
+        generation = require_int(body.get("generation"), "generation", 1, 2**62)
+        forming = self.forming.get(generation)
+        if forming is None:
+            raise RequestError(f"weight group {generation} is not forming", 409)
         try:
-            specs = [Spec.from_json(s) for s in body["specs"]]
-            update, generation, bucket = int(body["update"]), body["generation"], int(body["bucket_bytes"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise RequestError(f"bad /update_weights request ({e})") from e
-        if generation != self.generation:
-            raise RequestError(f"weight group {generation} is gone (current: {self.generation}); "
-                               "the client must call /init_weight_group again")
-        sent = {s.name: s.shape for s in specs}
-        if len(sent) != len(specs) or sent != dict(self.weights):
-            missing = sorted(set(dict(self.weights)) ^ set(sent)) or sorted(
-                n for n, s in self.weights if sent[n] != s)
-            raise RequestError(f"the weights sent do not match the served model {self.cfg.model.name_or_path!r} "
-                               f"(first difference: {missing[:1]})")
-        with self.lock:
-            self.pending = {update: self.worker.submit(self._receive, generation, specs, bucket)}
-        return {"ok": True}
+            return serve_store_op(forming[0], {k: v for k, v in body.items() if k != "generation"})
+        except (ValueError, RuntimeError) as e:
+            raise RequestError(f"group store: {e}") from None
 
-    def update_done(self, body: dict) -> dict:
-        future = self.pending.get(int(body.get("update", -1)))
-        if future is None:
-            raise RequestError(f"no weight update {body.get('update')} in progress")
-        seconds = future.result()  # raises the receive/load error, reported as HTTP 500
+    async def update(self, body: dict) -> dict:
+        update, generation, specs, bucket, total = parse_update(body, self.weights, self.cfg.model.dtype, self.limits)
+        await self._formed(generation)
+        with self.lock:
+            if self.group is None or generation != self.group_generation:
+                raise RequestError(f"weight group {generation} is gone (current: {self.group_generation or 'none'}); "
+                                   "the client must call /init_weight_group again", 409)
+            if update <= self.last_update:
+                raise RequestError(f"update {update} is not newer than update {self.last_update} of this group "
+                                   "(replayed?)", 409)
+            if self.pending is not None and not self.pending[1].done():
+                raise RequestError(f"update {self.pending[0]} is still in progress", 409)
+            self.last_update = update
+            deadline = time.monotonic() + self.limits.update_timeout_s  # the announcement expires
+            self.pending = (update, self.weight_thread.submit(self._receive, generation, specs, bucket, deadline))
+        return {"ok": True, "bytes": total}
+
+    async def update_done(self, body: dict) -> dict:
+        update = require_int(body.get("update"), "update", 0, 2**62)
+        pending = self.pending
+        if pending is None or pending[0] != update:
+            raise RequestError(f"no weight update {update} in progress")
+        seconds = await asyncio.wrap_future(pending[1])  # raises the receive/load error, reported as HTTP 500
         return {"ok": True, "seconds": seconds}
 
-    def close_group(self, body: dict) -> dict:
-        self.worker.submit(self._drop, body.get("generation"), "closed by the trainer")
+    async def close_group(self, body: dict) -> dict:
+        generation = require_int(body.get("generation"), "generation", 1, 2**62)
+        await self._formed(generation)
+        if self.group is None or generation != self.group_generation:
+            raise RequestError(f"weight group {generation} is not the current one", 409)
+        self.weight_thread.submit(self._drop, generation, "closed by the trainer")
         return {"ok": True}
 
-    # -- worker-thread jobs ----------------------------------------------------------------
+    async def _formed(self, generation: int) -> None:
+        """Wait for the server's side of a forming group: the trainer's side may finish first."""
+        forming = self.forming.get(generation)
+        if forming is not None:
+            await asyncio.wrap_future(forming[1])
+
+    # -- threads -----------------------------------------------------------------------------
+    def _generate_batch(self, requests: list[tuple]) -> list:
+        many = getattr(self.engine, "generate_many", None)
+        return many(requests) if many else [self.engine.generate(*r) for r in requests]
+
     def _join(self, generation: int, backend: str, timeout_s: float) -> None:
-        self._drop(None, "a new trainer joins")
-        if generation != self.generation:
-            return  # superseded by a later /init_weight_group
+        secret = (self.token or "").encode()
+        store, done = self.forming[generation]
         try:
-            self.group = WeightGroup.join(self.store, 1, backend, timeout_s, generation=generation)
-            log(f"weight group {generation} ({backend}) formed with the trainer")
+            group = WeightGroup.join(store, 1, backend, timeout_s, generation=generation,
+                                     secret=secret, host=self.cfg.rollout.server_host)
         except BroadcastError as e:
             log(f"weight group {generation}: {e}; waiting for a trainer to connect again")
+            group = None
+        with self.lock:
+            self.forming.pop(generation, None)
+            current = group is not None and generation == self.generation  # no newer trainer asked meanwhile
+            if current:
+                old, self.group, self.group_generation, self.last_update = self.group, group, generation, -1
+        done.set_result(current)
+        if group is None:
+            return
+        if not current:
+            group.close()
+            return
+        log(f"weight group {generation} ({backend}) formed with the trainer")
+        if old is not None:
+            self.weight_thread.submit(old.close)
 
-    def _receive(self, generation: int, specs: list[Spec], bucket: int) -> float:
+    def _receive(self, generation: int, specs, bucket: int, deadline: float) -> float:
         start = time.perf_counter()
-        if self.group is None or generation != self.generation:
+        group = self.group
+        if group is None or generation != self.group_generation:
             raise RuntimeError(f"weight group {generation} is not formed (did the trainer join it?)")
         try:
-            named = self.group.receive(specs, bucket, out_device="cpu")
+            named = group.receive(specs, bucket, out_device="cpu", deadline=deadline)
         except BroadcastError as e:
-            self._drop(None, f"weight update failed ({e}); kept the previous weights")
-            raise
-        self.engine.sync_weights(StateView(dict(named)))
+            if time.monotonic() >= deadline - 0.5:
+                e = BroadcastError(f"the announced update expired: not received within the server's "
+                                   f"rollout.server_timeout_s={self.limits.update_timeout_s:g} ({e})")
+            else:
+                e = BroadcastError(f"weight update failed ({e})")
+            self._drop(generation, f"{e}; kept the previous weights")
+            raise e from None
+        self.engine_thread.submit(self.engine.sync_weights, StateView(dict(named))).result()
         self.updates += 1
         return time.perf_counter() - start
 
-    def _drop(self, generation, why: str) -> None:
-        if self.group is not None and generation in (None, self.generation):
-            self.group.close()
-            self.group = None
+    def _drop(self, generation: int, why: str) -> None:
+        with self.lock:
+            group = self.group if generation == self.group_generation else None
+            if group is not None:
+                self.group = None
+        if group is not None:
+            group.close()
             log(f"dropped the weight group: {why}; still serving")
 
     def close(self) -> None:
-        self.worker.shutdown(wait=True, cancel_futures=True)
-        self._drop(None, "shutting down")
+        self.engine_thread.shutdown(wait=True, cancel_futures=True)
+        self._drop(self.group_generation, "shutting down")
+        self.weight_thread.shutdown(wait=False, cancel_futures=True)
 
 
-ROUTES = {("GET", "/health"): "health", ("GET", "/weights"): "weight_list", ("POST", "/generate"): "generate",
-          ("POST", "/init_weight_group"): "init_group", ("POST", "/update_weights"): "update",
-          ("POST", "/update_weights_done"): "update_done", ("POST", "/close_weight_group"): "close_group"}
+def build_server(cfg: RunConfig, engine, token: str | None, weights=None, limits: ServerLimits | None = None):
+    """(WeightServer, uvicorn server) for ``engine``; ``uvicorn_server.run(sockets=[sock])`` serves."""
+    server = WeightServer(cfg, engine, token, weights=weights, limits=limits)
+    return server, make_server(build_app(server.routes(), token, server.limits, log), server.limits)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        err = sys.exc_info()[1]
-        if not isinstance(err, (BrokenPipeError, ConnectionResetError)):  # a client gave up: not ours
-            log(f"request from {client_address[0]} failed: {type(err).__name__}: {err}")
-
-
-def make_handler(server: WeightServer):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _dispatch(self, method: str) -> None:
-            name = ROUTES.get((method, self.path.split("?")[0]))
-            if name is None:
-                return self._reply(404, {"error": f"no endpoint {method} {self.path}"})
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else {}
-                self._reply(200, getattr(server, name)(body))
-            except (RequestError, json.JSONDecodeError) as e:
-                self._reply(400, {"error": str(e)})
-            except Exception as e:  # engine or broadcast failure: tell the client, keep serving
-                self._reply(500, {"error": f"{type(e).__name__}: {e}"})
-
-        def _reply(self, code: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):  # noqa: N802 (http.server's naming)
-            self._dispatch("GET")
-
-        def do_POST(self):  # noqa: N802
-            self._dispatch("POST")
-
-        def log_message(self, *args):  # one line per request is noise; errors go back to the client
-            pass
-
-    return Handler
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (bound before the slow engine start: a busy port fails at once)."""
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                      flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def main(cfg: RunConfig) -> int:
+    from pipeline.config.checks import is_loopback
     from pipeline.rollout.factory import colocated_vllm
 
     r = cfg.rollout
+    try:
+        token = server_token(r)
+    except TokenError as e:
+        print(f"mathrl vllm-serve: {e}", file=sys.stderr)
+        return 2
+    if token is None and not r.server_allow_no_token:
+        print(f"mathrl vllm-serve: no token: {HOW}; or, for a loopback-only server that every local user may "
+              "drive, rollout.server_allow_no_token=true", file=sys.stderr)
+        return 2
     # NCCL weight group: on a timed-out or broken broadcast abort the communicator but keep this
     # process serving (torch's default, 3, ends the process). Read when the group is created.
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
     try:
-        httpd = _HTTPServer((r.server_host, r.server_port), None)
-    except OSError as e:  # bind before the slow engine start: a busy port fails at once
+        sock = listen(r.server_host, r.server_port)
+    except OSError as e:
         print(f"mathrl vllm-serve: cannot listen on {r.server_host}:{r.server_port} ({e}); "
               "pick another rollout.server_port", file=sys.stderr)
         return 1
+    if token is None:
+        log("running WITHOUT a token (rollout.server_allow_no_token): every local user can drive this server")
+    elif not is_loopback(r.server_host):
+        log("listening beyond loopback: the token travels in clear text; keep the network private (docs/vllm_serve.md)")
     log(f"loading {cfg.model.name_or_path} ({cfg.model.dtype}) into vLLM")
     engine = colocated_vllm(cfg, cfg.model.name_or_path, sleep_mode=False)
-    server = WeightServer(cfg, engine)
-    httpd.RequestHandlerClass = make_handler(server)
-    _on_signals(httpd)
+    server, httpd = build_server(cfg, engine, token)
     log(f"serving {cfg.model.name_or_path} at http://{r.server_host}:{r.server_port} (pid {os.getpid()})")
     try:
-        httpd.serve_forever(poll_interval=0.5)
+        httpd.run(sockets=[sock])
     finally:
-        httpd.server_close()
+        sock.close()
         server.close()
         engine.close()
     log("stopped")
     return 0
-
-
-def _on_signals(httpd) -> None:
-    stopping = threading.Event()
-
-    def handle(signum, _frame):
-        if stopping.is_set():
-            os._exit(128 + signum)
-        stopping.set()
-        log(f"{signal.Signals(signum).name}: stopping")
-        threading.Thread(target=httpd.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
