@@ -135,6 +135,28 @@ def test_an_announced_update_that_never_comes_expires_without_stalling_generatio
         trainer._drop_group()
 
 
+def test_a_new_trainer_waits_for_a_hung_trainers_update_to_expire(client_env):
+    """Trainer A hangs mid-update (announced, nothing sent); trainer B starts and syncs: B's update
+    waits for A's to expire (2 s) instead of failing, then B's weights are loaded."""
+    engine = StandInEngine()
+    with running_server(serve_config("rollout.server_timeout_s=2"), engine) as (server, url):
+        hung, model = _client(url), toy_model()
+        hung.sync_weights(model)
+        specs = [Spec.of(n, t).as_json() for n, t in model.state_dict().items()]
+        assert call(url, "POST", "/update_weights", {"generation": hung.generation, "update": 1, "specs": specs,
+                                                     "bucket_bytes": BUCKET_BYTES})[0] == 200
+        start = time.monotonic()
+        fresh = _client(url)
+        with torch.no_grad():
+            model[0].weight.fill_(0.5)
+        fresh.sync_weights(model)
+        assert 1 < time.monotonic() - start < 15
+        assert server.group_generation == fresh.generation == hung.generation + 1 and len(engine.loaded) == 2
+        assert torch.equal(engine.loaded[-1]["0.weight"], model[0].weight)
+        fresh.close()
+        hung._drop_group()
+
+
 def test_a_group_nobody_joins_expires_at_the_servers_timeout():
     with running_server(serve_config("rollout.server_timeout_s=2")) as (server, url):
         generation = call(url, "POST", "/init_weight_group", {"backend": "gloo", "timeout_s": 1e9})[1]["generation"]

@@ -27,7 +27,9 @@ weights are staged on the CPU while generation goes on, then loaded through
 the prefix cache). An announced update that has not arrived within ``rollout.server_timeout_s``
 (the server's own, whatever the client asks) expires: the group is dropped, the previous
 weights stay. A broadcast that fails (the trainer died) does the same; the server keeps
-serving, and a restarted trainer (`train.resume=auto`) joins a new group. Update ids only grow
+serving, and a restarted trainer (`train.resume=auto`) joins a new group (if the old trainer hung
+mid-update, the new one's first update waits for that one to expire: a gloo receive cannot be
+interrupted). Update ids only grow
 within a group (a replayed or overlapping announcement is refused), and only the group's own
 generation can close it. SIGTERM / SIGINT stop the server cleanly (a second signal exits at once).
 
@@ -83,7 +85,7 @@ class WeightServer:
         self.group: WeightGroup | None = None
         self.group_generation = 0
         self.last_update = -1  # update ids only grow within a group
-        self.pending: tuple[int, Future] | None = None
+        self.pending: tuple[int, int, Future] | None = None  # (generation, update id, its receive)
         self.updates = 0
 
     def routes(self) -> list[Route]:
@@ -144,6 +146,11 @@ class WeightServer:
     async def update(self, body: dict) -> dict:
         update, generation, specs, bucket, total = parse_update(body, self.weights, self.cfg.model.dtype, self.limits)
         await self._formed(generation)
+        stale = self.pending
+        if stale is not None and stale[0] != generation and not stale[2].done():
+            # a previous trainer's update (it hung mid-broadcast): its receive cannot be interrupted,
+            # it ends at its deadline; then this trainer's update starts
+            await asyncio.wait([asyncio.wrap_future(stale[2])])
         with self.lock:
             if self.group is None or generation != self.group_generation:
                 raise RequestError(f"weight group {generation} is gone (current: {self.group_generation or 'none'}); "
@@ -151,19 +158,20 @@ class WeightServer:
             if update <= self.last_update:
                 raise RequestError(f"update {update} is not newer than update {self.last_update} of this group "
                                    "(replayed?)", 409)
-            if self.pending is not None and not self.pending[1].done():
-                raise RequestError(f"update {self.pending[0]} is still in progress", 409)
+            if self.pending is not None and not self.pending[2].done():
+                raise RequestError(f"update {self.pending[1]} is still in progress", 409)
             self.last_update = update
             deadline = time.monotonic() + self.limits.update_timeout_s  # the announcement expires
-            self.pending = (update, self.weight_thread.submit(self._receive, generation, specs, bucket, deadline))
+            self.pending = (generation, update,
+                            self.weight_thread.submit(self._receive, generation, specs, bucket, deadline))
         return {"ok": True, "bytes": total}
 
     async def update_done(self, body: dict) -> dict:
         update = require_int(body.get("update"), "update", 0, 2**62)
         pending = self.pending
-        if pending is None or pending[0] != update:
+        if pending is None or pending[1] != update:
             raise RequestError(f"no weight update {update} in progress")
-        seconds = await asyncio.wrap_future(pending[1])  # raises the receive/load error, reported as HTTP 500
+        seconds = await asyncio.wrap_future(pending[2])  # raises the receive/load error, reported as HTTP 500
         return {"ok": True, "seconds": seconds}
 
     async def close_group(self, body: dict) -> dict:
@@ -191,7 +199,7 @@ class WeightServer:
         try:
             group = WeightGroup.join(store, 1, backend, timeout_s, generation=generation,
                                      secret=secret, host=self.cfg.rollout.server_host)
-        except BroadcastError as e:
+        except Exception as e:  # BroadcastError, or anything else: the forming slot must be freed
             log(f"weight group {generation}: {e}; waiting for a trainer to connect again")
             group = None
         with self.lock:
