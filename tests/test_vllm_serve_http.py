@@ -141,6 +141,23 @@ def test_body_size_and_framing_attacks():
         assert engine.calls == [[(["c"], 1, engine.calls[0][0][2])]]  # only the well-formed request ran
 
 
+def test_smuggled_pipelined_and_upgraded_requests_are_each_authenticated():
+    """The token is checked per request, not per connection: a request hidden behind a chunked
+    body with a conflicting Content-Length, or pipelined behind an allowed one, gets 401; a
+    WebSocket upgrade is not performed."""
+    with running_server(serve_config(), limits=FAST) as (_, url):
+        good = json.dumps({"prompts": ["c"], "n": 1}).encode()
+        smuggled = raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH
+                       + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(good), good)
+                       + b"GET /info HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert smuggled.count(b"HTTP/1.1 ") == 2 and b"HTTP/1.1 401" in smuggled and b"weights_hash" not in smuggled
+        pipelined = raw(url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /weights HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b'{"status":"ok"}' in pipelined and b"HTTP/1.1 401" in pipelined and b"0.weight" not in pipelined
+        upgrade = raw(url, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                      b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", timeout=3)
+        assert status_of(upgrade) == 200 and b"101" not in upgrade.split(b"\r\n")[0]
+
+
 def test_odd_paths_and_methods_reveal_nothing():
     with running_server(serve_config(), limits=FAST) as (_, url):
         for path in ("/../info", "/info/../weights", "/%2e%2e/info", "/weights?x=../../etc/passwd", "/docs",

@@ -178,7 +178,8 @@ def make_server(app: FastAPI, limits: ServerLimits) -> uvicorn.Server:
     """A uvicorn server for ``app`` with ``limits``; run it with ``.run(sockets=[sock])``."""
     protocol = type("GuardedH11", (GuardedH11,), {"read_timeout_s": limits.read_timeout_s,
                                                   "max_connections": limits.max_connections})
-    config = uvicorn.Config(app, http=protocol, loop="asyncio", lifespan="off", log_level="warning",
+    # ws="none": no WebSocket upgrades; log_level="error": a stranger's malformed requests do not fill the log
+    config = uvicorn.Config(app, http=protocol, ws="none", loop="asyncio", lifespan="off", log_level="error",
                             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
                             access_log=False, server_header=False, date_header=False, timeout_keep_alive=5,
                             timeout_graceful_shutdown=5)
