@@ -20,36 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewards.step_check import (RuleStepScorer, SubsetResult, average_f1,  # noqa: E402
-                                evaluate_step_checker)
-
-PUBLISHED = [("Math-Shepherd-PRM-7B", 31.5), ("Skywork-PRM-7B", 42.1),
-             ("Qwen2.5-Math-7B-PRM800K", 56.5), ("Qwen2.5-Math-PRM-7B", 73.5)]
+from rewards.step_check import (PUBLISHED, RuleStepScorer, evaluate_step_checker,  # noqa: E402
+                                format_table)
 
 
 def load(path: str) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def table(results) -> str:
-    head = (f"{'subset':<14}{'n err':>6}{'n cor':>6}{'acc err':>9}{'acc cor':>9}{'F1':>7}"
-            f"{'false alarm':>13}{'flags':>7}{'prec exact':>12}{'prec err<=flag':>16}")
-    lines = [head]
-    for r in results.values():
-        lines.append(f"{r.name:<14}{r.erroneous:>6}{r.correct:>6}{r.acc_erroneous:>9.1f}"
-                     f"{r.acc_correct:>9.1f}{r.f1:>7.1f}{r.false_alarm_rate:>12.1f}%{r.flags:>7}"
-                     f"{r.precision_exact:>12.1f}{r.precision_error_by_flag:>16.1f}")
-    pooled = SubsetResult("all (pooled)")
-    for r in results.values():
-        for name in ("erroneous", "correct", "hit_erroneous", "hit_correct", "flags", "flags_exact",
-                     "flags_at_or_after"):
-            setattr(pooled, name, getattr(pooled, name) + getattr(r, name))
-    lines.append(f"{pooled.name:<14}{pooled.erroneous:>6}{pooled.correct:>6}{pooled.acc_erroneous:>9.1f}"
-                 f"{pooled.acc_correct:>9.1f}{pooled.f1:>7.1f}{pooled.false_alarm_rate:>12.1f}%"
-                 f"{pooled.flags:>7}{pooled.precision_exact:>12.1f}{pooled.precision_error_by_flag:>16.1f}")
-    lines.append(f"{'average F1':<14}{average_f1(results):>44.1f}   (the paper's metric: mean of subset F1)")
-    return "\n".join(lines)
 
 
 def show(records, scorer, n_flags: int, n_misses: int) -> None:
@@ -80,7 +57,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     results = evaluate_step_checker(records, scorer)
     dt = time.perf_counter() - t0
-    print(table(results))
+    print(format_table(results))
     print(f"{len(records)} solutions, {sum(len(r['steps']) for r in records)} steps in {dt:.1f} s")
     print("published average F1: " + ", ".join(f"{n} {f}" for n, f in PUBLISHED))
     show(records, scorer, args.show_flags, args.show_misses)

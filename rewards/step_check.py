@@ -139,3 +139,30 @@ def evaluate_step_checker(records: Iterable[Mapping], scorer: StepScorer,
 def average_f1(results: Mapping[str, SubsetResult]) -> float:
     """The paper's headline number: the mean of the subsets' F1."""
     return sum(r.f1 for r in results.values()) / len(results) if results else 0.0
+
+
+# Published ProcessBench average F1 (Zheng et al. 2024; Zhang et al. 2025 for Qwen2.5-Math-PRM-7B).
+PUBLISHED = [("Math-Shepherd-PRM-7B", 31.5), ("Skywork-PRM-7B", 42.1),
+             ("Qwen2.5-Math-7B-PRM800K", 56.5), ("Qwen2.5-Math-PRM-7B", 73.5)]
+_COUNTS = ("erroneous", "correct", "hit_erroneous", "hit_correct", "flags", "flags_exact", "flags_at_or_after")
+
+
+def pooled(results: Mapping[str, SubsetResult]) -> SubsetResult:
+    """Every subset's counts added together."""
+    out = SubsetResult("all (pooled)")
+    for r in results.values():
+        for name in _COUNTS:
+            setattr(out, name, getattr(out, name) + getattr(r, name))
+    return out
+
+
+def format_table(results: Mapping[str, SubsetResult]) -> str:
+    """The ProcessBench table: per subset, pooled, and the average F1 (the paper's metric)."""
+    lines = [f"{'subset':<14}{'n err':>6}{'n cor':>6}{'acc err':>9}{'acc cor':>9}{'F1':>7}"
+             f"{'false alarm':>13}{'flags':>7}{'prec exact':>12}{'prec err<=flag':>16}"]
+    for r in [*results.values(), pooled(results)]:
+        lines.append(f"{r.name:<14}{r.erroneous:>6}{r.correct:>6}{r.acc_erroneous:>9.1f}"
+                     f"{r.acc_correct:>9.1f}{r.f1:>7.1f}{r.false_alarm_rate:>12.1f}%{r.flags:>7}"
+                     f"{r.precision_exact:>12.1f}{r.precision_error_by_flag:>16.1f}")
+    lines.append(f"{'average F1':<14}{average_f1(results):>44.1f}   (the paper's metric: mean of subset F1)")
+    return "\n".join(lines)
