@@ -33,10 +33,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Sequence
 
 from rewards.arith import ParseError, Value, evaluate
 from rewards.claims import Claim, check_claims
 from rewards.latex_text import rewrite
+from rewards.step_mix import StepMix, mix_scores, penalties
 
 MAX_STEPS = 400  # more lines than this: the rest joins the last step
 MAX_CHECKED_CHARS = 60_000
@@ -204,10 +206,14 @@ def _outcome(completion, gold, style, timeout, outcome) -> tuple[float | None, s
 
 
 def step_rewards(completion: str, gold: str | None = None, style: str = "auto", *,
-                 timeout: float = 5.0, outcome=None,
-                 config: StepRewardConfig | None = None) -> list[StepReward]:
+                 timeout: float = 5.0, outcome=None, config: StepRewardConfig | None = None,
+                 step_probs: Sequence[float | None] | None = None, mix: StepMix | None = None) -> list[StepReward]:
     """Reward points for process supervision (module docstring, points 3-4). `outcome`: the
-    outcome reward's `RewardResult` or score for this completion, reused as is."""
+    outcome reward's `RewardResult` or score for this completion, reused as is.
+    `step_probs`: a process reward model's P(step correct) for each step of
+    `split_steps(completion)` (None: no score), combined with the rule verdicts by `mix`
+    (`rewards.step_mix`: a step below the threshold gets a clipped penalty); without it the
+    points are the rules' alone."""
     if not isinstance(completion, str):
         return []
     cfg = config or StepRewardConfig()
@@ -215,16 +221,20 @@ def step_rewards(completion: str, gold: str | None = None, style: str = "auto", 
     steps = check_steps(completion, pred)
     if not steps:
         return []
+    if step_probs is not None and len(step_probs) != len(steps):
+        raise ValueError(f"{len(step_probs)} step probabilities for {len(steps)} steps of split_steps(completion)")
+    mix = mix or StepMix()
+    q = mix_scores(step_probs if step_probs is not None else [None] * len(steps), [s.score for s in steps], mix)
+    values = penalties(q, mix.threshold, cfg.penalty)
     credited = sum(s.score == 1 and s.used > 0 for s in steps)
     credit = min(cfg.max_credit, cfg.credit * credited)
     points, start = [], steps[0].start
     for j, s in enumerate(steps):
         last = j == len(steps) - 1
-        if s.score >= 0 and not last:
+        if values[j] >= 0 and not last:
             continue
-        value = (-cfg.penalty if s.score < 0 else 0.0) + (credit if last else 0.0)
         points.append(StepReward(start, s.end, s.score, len(s.claims), s.false_claims,
-                                 score if last else None, value))
+                                 score if last else None, values[j] + (credit if last else 0.0)))
         if not last:
             start = steps[j + 1].start
     return points
