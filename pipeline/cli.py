@@ -3,8 +3,8 @@
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
-(outcome vs process supervision), plan (GPU memory estimate), config (print every key with its
-documentation). Each stage is
+(outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data), plan (GPU
+memory estimate), config (print every key with its documentation). Each stage is
 a function ``fn(cfg) -> exit code`` (``module:function``, ``main`` when not named), imported only
 when used so ``mathrl data`` does not pay for torch. The stages that read problems first prepare
 the datasets they read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and
@@ -32,10 +32,12 @@ STAGES = {
     "eval": ("evals.run", "evaluate a model on gsm8k / math / math500 / gsm-synth"),
     "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
     "vllm-serve": ("pipeline.rollout.vllm_server", "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)"),
-    "experiment": ("pipeline.experiment", "outcome vs process supervision, 3 seeds each, table + plot"),
+    "experiment": ("pipeline.experiment", "outcome vs process supervision over experiment.seeds: table, 95% bands, steps-to-threshold, plot"),
+    "eval-prm": ("pipeline.eval_prm", "a step scorer (rules, PRM, both) on ProcessBench-format JSONL: first-error F1 table"),
     "plan": ("pipeline.plan.report", "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)"),
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
+EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
 READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
@@ -59,10 +61,15 @@ def _main(argv: list[str] | None) -> int:
     sub = parser.add_subparsers(dest="stage", required=True)
     for name, (_, help_text) in STAGES.items():
         p = sub.add_parser(name, help=help_text)
+        if name == "eval-prm":  # before the overrides, so the file comes first: eval-prm PATH [key=value ...]
+            p.add_argument("path", help="ProcessBench-format JSONL: dataset, question, steps, first_error_step")
         p.add_argument("--config", default=None, help="YAML run config (see configs/)")
         p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.lr=1e-5")
         if name == "eval":
             p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (eval.limit)")
+        if name == "eval-prm":
+            p.add_argument("--scorer", default="rules", help="rules, prm (reward.prm) or both (reward.prm_mix)")
+            p.add_argument("--per-subset", type=int, default=0, help="only the first N solutions of each subset")
         if name == "plan":
             p.add_argument("--gpu-mem", type=float, default=80.0, help="memory of one GPU in GiB (default 80)")
             p.add_argument("--ranks", type=int, default=1, help="processes of the run (torchrun ranks; FSDP shards over them)")
@@ -72,7 +79,13 @@ def _main(argv: list[str] | None) -> int:
     push.add_argument("run_dir", help="the run directory (holds final/)")
     push.add_argument("--repo", required=True, help="Hub repository id, e.g. user/model-name")
     push.add_argument("--private", action="store_true", help="create the repository private")
-    args = parser.parse_args(argv)
+    # Overrides may also follow options (`eval-prm PATH --scorer prm reward.prm=X`): argparse stops
+    # filling the `overrides` positional at the first option, so key=value leftovers join it here.
+    args, rest = parser.parse_known_args(argv)
+    if any("=" not in r or r.startswith("-") for r in rest) or (rest and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if rest:
+        args.overrides = [*getattr(args, "overrides", []), *rest]
     from pipeline.config import ConfigError, RunConfig, describe, load_run_config
     from pipeline.data.problems import DataError
 
@@ -95,7 +108,7 @@ def _main(argv: list[str] | None) -> int:
         return 2
     module, _, function = STAGES[args.stage][0].partition(":")
     stage = getattr(importlib.import_module(module), function or "main")
-    kwargs = {k: getattr(args, k) for k in PLAN_ARGS if hasattr(args, k)}
+    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS) if hasattr(args, k)}
     if args.stage in WRITES_CARD:
         kwargs["command"] = command_line(sys.argv[1:] if argv is None else argv)
     try:

@@ -116,6 +116,33 @@ def test_process_flat_and_stepless_groups_are_zero():
     assert process_advantages([[], []], [[], []], [2, 3], 2).shape == (2, 3)
 
 
+def test_process_prm_steps_with_different_counts_hand_computed():
+    """Steps from a PRM: fractional clipped penalties, 3 / 1 / 2 points per completion in one group
+    (DeepSeekMath 4.1.3: all six points normalised together). Points R = -0.2, -0.5, 1.0 | 0.0 |
+    -0.1, 1.0: mean 0.2, deviations -0.4 -0.7 0.8 | -0.2 | -0.3 0.8, squares sum 2.06, unbiased
+    std sqrt(2.06 / 5)."""
+    rewards = [[-0.2, -0.5, 1.0], [0.0], [-0.1, 1.0]]
+    ends = [[1, 3, 5], [3], [2, 4]]
+    adv = process_advantages(rewards, ends, [6, 4, 5], group_size=3, eps=0.0)
+    s = math.sqrt(2.06 / 5)
+    assert adv.shape == (3, 6)
+    _close(adv[0].tolist(), [-0.3 / s, -0.3 / s, 0.1 / s, 0.1 / s, 0.8 / s, 0.8 / s])  # -0.4-0.7+0.8, -0.7+0.8, 0.8
+    _close(adv[1].tolist(), [-0.2 / s] * 4 + [0.0, 0.0])  # one point at its last token; past the end 0
+    _close(adv[2].tolist(), [0.5 / s] * 3 + [0.8 / s] * 2 + [0.0])  # -0.3+0.8 up to token 2, then 0.8
+    # With the default eps the same numbers over (std + eps):
+    _close(process_advantages(rewards, ends, [6, 4, 5], 3)[2].tolist(), [0.5 / (s + EPS)] * 3 + [0.8 / (s + EPS)] * 2 + [0.0])
+
+
+def test_process_two_points_on_one_token_add_up():
+    """Two steps can end on the same token (a token spanning a step boundary); both count there."""
+    adv = process_advantages([[0.0, -0.5, 1.0], [1.0]], [[1, 1, 2], [2]], [3, 3], group_size=2, eps=0.0)
+    pool = [0.0, -0.5, 1.0, 1.0]
+    mu, sd = statistics.fmean(pool), statistics.stdev(pool)
+    z = [(r - mu) / sd for r in pool]
+    _close(adv[0].tolist(), [z[0] + z[1] + z[2]] * 2 + [z[2]])
+    _close(adv[1].tolist(), [z[3]] * 3)
+
+
 def _naive_process(step_rewards, step_ends, lengths, group_size):
     n, width = len(lengths), max(lengths)
     out = [[0.0] * width for _ in range(n)]

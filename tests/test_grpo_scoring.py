@@ -33,3 +33,63 @@ def test_components_and_weighted_total_match_the_combiner():
 def test_a_user_reward_that_does_not_import_names_itself():
     with pytest.raises(ValueError, match="tests.helpers:nope"):
         rewards.CombinedReward({"tests.helpers:nope": 1.0})
+
+
+def _scored_group(texts, gold, cfg):
+    eps = [Episode(problem_id="p", group=0, sample=k, prompt="", completion=t, prompt_ids=[], completion_ids=[],
+                   finish_reason="stop", gold=gold) for k, t in enumerate(texts)]
+    score_episodes(eps, cfg)
+    return eps
+
+
+class _CharTokenizer:
+    """One token per character: decode is exact, so step ends are character offsets."""
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids)
+
+
+def _with_ids(eps):
+    for ep in eps:
+        ep.completion_ids = [ord(c) for c in ep.completion]
+    return eps
+
+
+def test_process_supervision_grades_the_outcome_once_per_completion(monkeypatch):
+    """score_episodes grades each completion once; add_step_rewards reuses that grade (no second
+    `check`), with the run's style and timeout."""
+    import rewards.outcome
+    import rewards.registry
+    from pipeline.grpo.scoring import add_step_rewards
+
+    calls = []
+    real = rewards.outcome.check
+
+    def counting(completion, gold, style="auto", timeout=5.0, **kw):
+        calls.append((completion, style, timeout))
+        return real(completion, gold, style, timeout=timeout, **kw)
+
+    monkeypatch.setattr(rewards.outcome, "check", counting)
+    monkeypatch.setattr(rewards.registry, "check", counting)
+    cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", timeout=2.5, workers=1)
+    texts = ["a: <<3+4=7>>7\n#### 7", "a: <<3+4=8>>8\n#### 8", "#### 7"]
+    eps = _with_ids(_scored_group(texts, "7", cfg))
+    add_step_rewards(eps, cfg, _CharTokenizer())
+    assert sorted(c for c, _, _ in calls) == sorted(texts)  # one grade per completion, in total
+    assert {(s, t) for _, s, t in calls} == {("gsm8k", 2.5)}
+    assert [ep.step_rewards[-1] for ep in eps] == [1.1, 0.0, 1.0]  # outcome + 0.1 credit for the used 3+4=7
+    assert eps[1].step_rewards[0] == -0.5  # the false 3+4=8 step
+
+
+def test_outcome_and_process_agree_under_the_run_style():
+    """`\\boxed{5}. #### 7` with gold 7 under reward.style=gsm8k: correct for the outcome reward, and
+    the same outcome in the final step reward (style "auto" would read the box and say wrong)."""
+    from pipeline.grpo.scoring import add_step_rewards
+
+    text = "The answer is \\boxed{5}. #### 7"
+    cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", workers=1)
+    (ep,) = _with_ids(_scored_group([text], "7", cfg))
+    assert ep.rewards["correct"] == 1.0 and ep.reward == 1.0
+    add_step_rewards([ep], cfg, _CharTokenizer())
+    assert ep.step_rewards == [1.0] and ep.step_ends == [len(text) - 1]
+    assert rewards.check(text, "7", "auto").score == 0.0  # why the style must be the run's

@@ -3,7 +3,7 @@ section runs when it is built (``checks``) and a strict loader."""
 
 from pipeline.config.checks import ConfigError, check_world, world_size
 from pipeline.config.loader import describe, load_config, save_config, to_dict
-from pipeline.config.schema import (DataConfig, EvalConfig, ModelConfig, PromptConfig, RewardConfig,
+from pipeline.config.schema import (DataConfig, EvalConfig, ExperimentConfig, ModelConfig, PromptConfig, RewardConfig,
                                     RolloutConfig, RunConfig, SFTConfig, TrainConfig)
 
 
@@ -15,6 +15,6 @@ def load_run_config(path=None, overrides=None) -> RunConfig:
     return cfg
 
 
-__all__ = ["ConfigError", "DataConfig", "EvalConfig", "ModelConfig", "PromptConfig", "RewardConfig",
+__all__ = ["ConfigError", "DataConfig", "EvalConfig", "ExperimentConfig", "ModelConfig", "PromptConfig", "RewardConfig",
            "RolloutConfig", "RunConfig", "SFTConfig", "TrainConfig", "describe", "load_config",
            "load_run_config", "save_config", "to_dict"]

@@ -28,6 +28,7 @@ DATASETS = ("gsm8k", "math", "math500", "gsm-synth")  # prepared by `mathrl data
 STAGES = ("build-tiny", "sft", "train", "eval")  # what `mathrl run` may run, in this order
 SYNTH_OPS = ("+", "-", "*", "/")
 TRACKERS = ("tensorboard", "wandb", "trackio", "mlflow")  # train.report_to (pipeline/grpo/trackers.py)
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # owner/name on the Hugging Face Hub
 _USER_REWARD = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
 
 
@@ -92,6 +93,24 @@ def check_reward(r) -> None:
         if name not in rewards.REWARDS and not _USER_REWARD.match(name):
             raise ConfigError(f"reward.weights: unknown reward {name!r}; valid: {', '.join(rewards.REWARDS)}, "
                               "or a function given as package.module:function")
+    if not 0 <= r.prm_rule_weight <= 1:
+        raise ConfigError(f"reward.prm_rule_weight must lie in [0, 1], got {r.prm_rule_weight}")
+    if not 0 < r.prm_threshold <= 1:
+        raise ConfigError(f"reward.prm_threshold must lie in (0, 1], got {r.prm_threshold}")
+    if r.prm_batch_size < 1 or r.prm_max_tokens < 16:
+        raise ConfigError(f"need reward.prm_batch_size >= 1 and reward.prm_max_tokens >= 16, got "
+                          f"{r.prm_batch_size} and {r.prm_max_tokens}")
+    if r.prm:
+        check_model_ref("reward.prm", r.prm)
+
+
+def check_model_ref(key: str, ref: str) -> None:
+    """A model reference is a local directory holding config.json, or a hub id (owner/name)."""
+    if os.path.isdir(ref):
+        if not os.path.isfile(os.path.join(ref, "config.json")):
+            raise ConfigError(f"{key}: {ref} is a directory without config.json (not a saved model)")
+    elif not _HUB_ID.match(ref):
+        raise ConfigError(f"{key}: {ref!r} is neither a local model directory nor a hub id (owner/name)")
 
 
 def check_train(t) -> None:
@@ -119,6 +138,13 @@ def check_eval(e) -> None:
     if e.n_samples > 1 and e.temperature <= 0:
         raise ConfigError(f"eval.n_samples={e.n_samples} with eval.temperature=0 gives {e.n_samples} identical "
                           "greedy samples; set eval.temperature > 0 or eval.n_samples=1")
+
+
+def check_experiment(x) -> None:
+    if not x.seeds or len(set(x.seeds)) != len(x.seeds):
+        raise ConfigError(f"experiment.seeds must be a non-empty list of distinct seeds, got {x.seeds}")
+    if x.workers < 0:
+        raise ConfigError(f"experiment.workers must be >= 0 (0 = one per core), got {x.workers}")
 
 
 def check_run(cfg) -> None:

@@ -181,6 +181,20 @@ class RewardConfig:
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
     truncated_zero: bool = False
     """Training reward 0 for completions cut at rollout.max_new_tokens (finish_reason=length), as Oat's Dr. GRPO recipe; they stay in the loss (train.mask_truncated drops them instead)."""
+    prm: str = ""
+    """Process reward model for train.advantage=process and `mathrl eval-prm`: a local directory or hub id of the Qwen2.5-Math-PRM family (steps joined by `<extra_0>`, P(step good) at each separator; docs/process_supervision.md); empty = rule-checked steps only."""
+    prm_mix: Literal["rule_overrides", "weighted", "prm_only"] = "rule_overrides"
+    """How PRM probabilities and rule checks combine per step: a refuted claim makes the step wrong whatever the PRM says (`rule_overrides`), a weighted mean (`weighted`, weight reward.prm_rule_weight on the rule), or the PRM alone (`prm_only`)."""
+    prm_rule_weight: float = 0.5
+    """prm_mix=weighted: the rule verdict's weight (1 for claims that hold, 0 for a refuted one) where the rules have one."""
+    prm_threshold: float = 0.5
+    """A step whose mixed P(correct) is below this is wrong: its reward is -penalty * (threshold - p) / threshold (the clip of Gao et al. 2024), and eval-prm flags it."""
+    prm_batch_size: int = 8
+    """Sequences per PRM forward pass."""
+    prm_max_tokens: int = 4096
+    """Longest PRM input in tokens; steps past it get no PRM score (the rules alone judge them)."""
+    prm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """PRM weights' dtype: `auto` is bfloat16 on a GPU, float32 on CPU."""
 
     def __post_init__(self):
         checks.check_reward(self)
@@ -327,6 +341,19 @@ class EvalConfig:
 
 
 @dataclass
+class ExperimentConfig:
+    """`mathrl experiment` (`make experiment`): outcome vs process supervision from one SFT checkpoint."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """GRPO seeds run for each supervision mode (the same seeds for both)."""
+    workers: int = 0
+    """Runs trained at once, each on one thread (0 = one per CPU core; 1 on a shared machine)."""
+
+    def __post_init__(self):
+        checks.check_experiment(self)
+
+
+@dataclass
 class RunConfig:
     """A whole run: what `mathrl <stage>` reads; saved resolved as `runs/<name>/config.yaml`."""
 
@@ -348,6 +375,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
 
     def __post_init__(self):
         checks.check_run(self)

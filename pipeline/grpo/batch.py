@@ -74,7 +74,7 @@ def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
         if state.ref is not None:
             with reference_mode(state.policy, state.ref) as ref_model:
                 ref_logp = all_logprobs(cfg, ref_model, packed)
-    adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer)
+    adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer, state.prm)
     weights, mismatch = _importance_weights(cfg, episodes, old, mask)
     return Batch(episodes, packed, adv, old if reuse else None,
                  ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch)
@@ -85,7 +85,7 @@ def policy_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer) -> torch.Tensor:
+def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer, prm=None) -> torch.Tensor:
     """[N] outcome advantages or [N, T] process advantages (zero-padded to the batch width), on
     the packed batch's device."""
     device = packed.completion_mask.device
@@ -94,7 +94,7 @@ def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer) -> torch.
         scores = reward_with_kl(scores, old, ref_logp, mask, cfg.train.beta)
     g = cfg.rollout.group_size
     if cfg.train.advantage == "process":
-        add_step_rewards(episodes, cfg.reward.weights, tokenizer)
+        add_step_rewards(episodes, cfg.reward, tokenizer, prm)
         adv = process_advantages([e.step_rewards for e in episodes], [e.step_ends for e in episodes],
                                  [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps, device=device)
         return torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
@@ -163,7 +163,8 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0,
     samples = samples[:len(problems)]
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
-                       gold=p["answer"], engine_logprobs=s.logprobs) for j, s in enumerate(group)]
+                       gold=p["answer"], engine_logprobs=s.logprobs, question=p["question"])
+               for j, s in enumerate(group)]
               for qi, (p, group) in enumerate(zip(problems, samples))]
     with timed(timer, "reward"):
         score_episodes([e for grp in groups for e in grp], cfg.reward)

@@ -137,3 +137,4 @@ class TrainState:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     sampler: QuestionSampler
+    prm: Any = None  # reward.prm's scorer (pipeline.prm.PRMScorer) for process supervision, else None

@@ -34,6 +34,7 @@ class Episode:
     reward: float = 0.0
     step_rewards: list[float] = field(default_factory=list)
     step_ends: list[int] = field(default_factory=list)  # token index of each step's last token
+    question: str = ""  # the problem text without the prompt template (a process reward model reads it)
 
     def record(self) -> dict:
         """The rollout record written to samples.jsonl (one JSON line)."""

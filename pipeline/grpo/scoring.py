@@ -5,7 +5,9 @@ Components run in a thread pool (`reward.workers`); the checkers themselves are 
 (their symbolic path runs in killable worker processes), so a thread is enough here.
 
 Process supervision (DeepSeekMath 4.1.3): the step rewards come from `rewards.step_rewards`
-(+1 / -1 / 0 per step, the final step carrying the outcome). Weighted components other than
+(a penalty at each step judged wrong, the final step carrying the outcome, which is reused from
+the outcome reward rather than graded twice), the judgement from the rule checks, or from a
+process reward model (`reward.prm`) combined with them. Weighted components other than
 correctness (the format bonus, say) are added to the final step so both supervision modes see
 the same incentives. Character spans become token indices through the tokenizer.
 """
@@ -17,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import rewards
 from pipeline.config import RewardConfig
 from pipeline.grpo.episodes import Episode, char_to_token_ends
+from rewards.step_mix import StepMix
+from rewards.steps import split_steps
 
 OUTCOME = "correct"
 
@@ -40,11 +44,18 @@ def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
             ep.reward = 0.0 if truncated else combined.total(comps)
 
 
-def add_step_rewards(episodes: list[Episode], weights: dict[str, float], tokenizer) -> None:
-    """Fill ``step_rewards`` / ``step_ends`` (token indices) for process supervision."""
-    for ep in episodes:
-        steps = rewards.step_rewards(ep.completion, ep.gold)
-        extra = sum(w * ep.rewards.get(name, 0.0) for name, w in weights.items() if name != OUTCOME)
+def add_step_rewards(episodes: list[Episode], cfg: RewardConfig, tokenizer, prm=None) -> None:
+    """Fill ``step_rewards`` / ``step_ends`` (token indices) for process supervision. The outcome is
+    the one ``score_episodes`` computed (``ep.rewards["correct"]``, graded with ``reward.style`` and
+    ``reward.timeout``), reused, not graded again. With ``prm`` (a ``pipeline.prm.PRMScorer``), every
+    completion's steps (``rewards.steps.split_steps``) are scored in batches and combined with the
+    rule checks as ``reward.prm_mix`` says (``rewards.step_mix``)."""
+    probs = prm_step_probabilities(episodes, prm) if prm is not None else [None] * len(episodes)
+    mix = StepMix(cfg.prm_mix, cfg.prm_rule_weight, cfg.prm_threshold)
+    for ep, p in zip(episodes, probs):
+        steps = rewards.step_rewards(ep.completion, ep.gold, cfg.style, timeout=cfg.timeout,
+                                     outcome=ep.rewards.get(OUTCOME), step_probs=p, mix=mix)
+        extra = sum(w * ep.rewards.get(name, 0.0) for name, w in cfg.weights.items() if name != OUTCOME)
         last = max(len(ep.completion_ids) - 1, 0)
         if not steps or not ep.completion_ids:
             ep.step_rewards, ep.step_ends = [ep.reward], [last]
@@ -55,3 +66,9 @@ def add_step_rewards(episodes: list[Episode], weights: dict[str, float], tokeniz
         # The last step closes at the last token (EOS included) so no token is left without credit.
         ends[-1] = last
         ep.step_rewards, ep.step_ends = values, [min(e, last) for e in ends]
+
+
+def prm_step_probabilities(episodes: list[Episode], prm) -> list[list[float | None]]:
+    """The PRM's P(step good) for each step of each completion, all completions in batches."""
+    items = [(ep.question, [ep.completion[a:b] for a, b in split_steps(ep.completion)]) for ep in episodes]
+    return prm.probabilities(items)

@@ -11,7 +11,8 @@ follows one step through the files.
 
 Deviations from the paper (DeepSeekMath, sec. 4.1), all configurable:
 1. Rewards are rule-based (`rewards` package) instead of a learned reward model; process
-   supervision uses rule-checked step rewards (+1/-1/0) instead of a process reward model.
+   supervision uses rule-checked steps, or a process reward model (`reward.prm`, loaded in
+   `pipeline/prm/`) combined with the rule checks (`reward.prm_mix`).
 2. With mu = 1 the old policy is the current one (old = logp.detach()), as in the paper's
    "one policy update per exploration stage"; with mu > 1 (or several mini-batches) old
    log-probs are computed once.
@@ -57,6 +58,7 @@ from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
 from pipeline.grpo.trackers import TrackerError, open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
+from pipeline.prm import load_scorer
 from pipeline.rollout.factory import build_engine
 
 # fn(model, tokenizer, engine, out_dir or None) -> eval summary (accuracy, extraction_failure_rate, n_problems)
@@ -162,7 +164,8 @@ def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple
         raise TrainingError("the ranks found different checkpoints to resume from: every rank reads the run "
                             "directory, so put output_dir on storage that all nodes share")
     engine = build_engine(cfg, policy, tok)
-    return TrainState(policy, ref, tok, engine, opt, sched, sampler), start
+    prm = load_scorer(cfg) if cfg.reward.prm and cfg.train.advantage == "process" else None
+    return TrainState(policy, ref, tok, engine, opt, sched, sampler, prm), start
 
 
 def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState) -> None:
