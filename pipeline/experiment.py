@@ -1,11 +1,16 @@
-"""`mathrl experiment` / `make experiment`: outcome- vs process-supervised GRPO, several seeds.
+"""`mathrl experiment` / `make experiment`: outcome- vs process-supervised GRPO over several seeds.
 
 DeepSeekMath (sec. 5.2.1, Figure 5) reports that process supervision beats outcome supervision.
-This reruns that comparison on the CPU default: both modes start from the same SFT checkpoint,
-use the same seeds, steps, batch and G (the same compute), and are evaluated greedily on the
-same test problems every `train.eval_every` steps. Outputs in `runs/<name>-experiment/`:
-`results.md` (table: final accuracy mean ± std per mode), `results.json`, and
-`accuracy_vs_step.png` (mean curve per mode, thin lines per seed).
+This reruns that comparison: both modes start from the same SFT checkpoint, use the same seeds
+(`experiment.seeds`), steps, batch and G (the same compute), and are evaluated on the same test
+problems every `train.eval_every` steps. Outputs in `runs/<name>-experiment/`:
+
+- `results.md`: final accuracy per mode (mean, std, 95% CI over seeds, per seed), the difference
+  with its 95% CI and an exact permutation p-value, steps-to-threshold (the first eval step at
+  which each mode reaches the outcome mode's final mean accuracy, on the mean curve and per
+  seed), and where the step signal agrees with the outcome (`step_signal`);
+- `results.json`: the same numbers and every curve;
+- `accuracy_vs_step.png`: mean curve and 95% band per mode, thin lines per seed, the threshold.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from pipeline.config import RunConfig
+from pipeline.experiment_stats import band, first_reach, mean_ci, permutation_p, welch_ci
 
 MODES = ("outcome", "process")
+COLORS = {"outcome": "tab:blue", "process": "tab:orange"}
 
 
 def _one_thread() -> None:
@@ -46,13 +53,49 @@ def run_one(run_cfg: RunConfig) -> list[tuple[int, float]]:
 
 
 def summarise(curves: dict[str, dict[int, list[tuple[int, float]]]], start_acc: float) -> dict:
-    out = {"start_accuracy": start_acc, "modes": {}}
+    """Final accuracies, bands, steps-to-threshold and the process - outcome comparison."""
+    out: dict = {"start_accuracy": start_acc, "modes": {}}
     for mode, by_seed in curves.items():
         finals = [points[-1][1] for points in by_seed.values() if points]
-        out["modes"][mode] = {"final_mean": statistics.mean(finals),
-                              "final_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-                              "finals": finals, "curves": {str(s): p for s, p in by_seed.items()}}
+        full = [dict([(0, start_acc), *map(tuple, pts)]) for pts in by_seed.values()]
+        mean, half = mean_ci(finals)
+        out["modes"][mode] = {"final_mean": mean, "final_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+                              "final_ci95": half, "finals": finals,
+                              "curves": {str(s): p for s, p in by_seed.items()}, "band": band(full)}
+    if "outcome" in out["modes"]:
+        threshold = out["modes"]["outcome"]["final_mean"]
+        reach: dict = {"threshold": threshold}
+        for mode, res in out["modes"].items():
+            mean_curve = {s: m for s, m, _, _ in res["band"]}
+            per_seed = [first_reach(dict([(0, start_acc), *map(tuple, pts)]), threshold)
+                        for pts in res["curves"].values()]
+            reach[mode] = {"mean_curve": first_reach(mean_curve, threshold), "per_seed": per_seed}
+        out["steps_to_threshold"] = reach
+    if set(MODES) <= set(out["modes"]):
+        a, b = out["modes"]["outcome"]["finals"], out["modes"]["process"]["finals"]
+        diff, half = welch_ci(a, b)
+        out["process_minus_outcome"] = {"diff": diff, "ci95": half, "permutation_p": permutation_p(a, b)}
     return out
+
+
+def step_signal(results_files: list[Path]) -> dict[str, int]:
+    """Eval completions sorted by (outcome right/wrong) x (a step claim refuted or not): where the
+    rule step signal and the outcome agree, and where the step signal is silent on a wrong answer."""
+    from rewards.steps import check_steps
+
+    counts = {"right_clean": 0, "right_flagged": 0, "wrong_flagged": 0, "wrong_silent": 0, "wrong_truncated": 0}
+    for path in results_files:
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            for text, ok, finish in zip(rec["completions"], rec["correct"], rec["finish_reasons"]):
+                flagged = any(s.score < 0 for s in check_steps(text))
+                if ok:
+                    counts["right_flagged" if flagged else "right_clean"] += 1
+                elif flagged:
+                    counts["wrong_flagged"] += 1
+                else:
+                    counts["wrong_truncated" if finish == "length" else "wrong_silent"] += 1
+    return counts
 
 
 def plot(summary: dict, path: Path) -> None:
@@ -60,42 +103,81 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for color, (mode, res) in zip(("tab:blue", "tab:orange"), summary["modes"].items()):
-        curves = [dict([(0, summary["start_accuracy"]), *map(tuple, pts)]) for pts in res["curves"].values()]
-        steps = sorted(set.intersection(*(set(c) for c in curves)))
-        for c in curves:
-            ax.plot(sorted(c), [c[s] for s in sorted(c)], color=color, alpha=0.25, linewidth=1)
-        ax.plot(steps, [statistics.mean(c[s] for c in curves) for s in steps], color=color, linewidth=2,
-                label=f"{mode} (final {res['final_mean']:.3f} ± {res['final_std']:.3f})")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    start = summary["start_accuracy"]
+    for mode, res in summary["modes"].items():
+        color = COLORS.get(mode, "tab:gray")
+        for pts in res["curves"].values():
+            c = dict([(0, start), *map(tuple, pts)])
+            ax.plot(sorted(c), [c[s] for s in sorted(c)], color=color, alpha=0.2, linewidth=0.8)
+        steps, mean, lo, hi = zip(*res["band"])
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.18, linewidth=0)
+        ax.plot(steps, mean, color=color, linewidth=2,
+                label=f"{mode}: final {res['final_mean']:.3f} ± {res['final_ci95']:.3f} (95% CI)")
+    reach = summary.get("steps_to_threshold")
+    if reach:
+        ax.axhline(reach["threshold"], color="black", linestyle=":", linewidth=1,
+                   label=f"threshold: outcome's final mean {reach['threshold']:.3f}")
+        for mode in summary["modes"]:
+            step = reach[mode]["mean_curve"]
+            if step is not None:
+                ax.plot([step], [reach["threshold"]], marker="o", color=COLORS.get(mode, "tab:gray"))
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("test accuracy")
-    ax.set_title("outcome vs process supervision (same SFT start, same compute)")
+    ax.set_title("outcome vs process supervision (same SFT start, same compute)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def write_table(summary: dict, cfg: RunConfig, seeds: list[int], path: Path) -> None:
+def _steps(x) -> str:
+    return "not reached" if x is None else str(x)
+
+
+def write_table(summary: dict, cfg: RunConfig, seeds: list[int], path: Path, signal: dict | None = None) -> None:
     lines = [f"# Outcome vs process supervision ({cfg.train.task})", "",
              f"Same SFT checkpoint (`{cfg.model.name_or_path}`, test accuracy {summary['start_accuracy']:.3f}), "
              f"accuracy = mean over {cfg.eval.n_samples} sample(s) per problem at temperature {cfg.eval.temperature:g} "
              f"on {cfg.train.eval_limit} test problems; seeds {seeds}, {cfg.train.steps} steps x "
              f"{cfg.train.questions_per_step} questions x G = {cfg.rollout.group_size}.", "",
-             "| supervision | final accuracy (mean ± std) | per seed |", "|---|---|---|"]
+             "| supervision | final accuracy (mean ± std) | 95% CI of the mean | per seed | steps to threshold (mean curve) | per seed |",
+             "|---|---|---|---|---|---|"]
+    reach = summary.get("steps_to_threshold", {})
     for mode, res in summary["modes"].items():
-        lines.append(f"| {mode} | {res['final_mean']:.3f} ± {res['final_std']:.3f} | "
-                     f"{', '.join(f'{x:.3f}' for x in res['finals'])} |")
+        r = reach.get(mode, {})
+        lines.append(f"| {mode} | {res['final_mean']:.3f} ± {res['final_std']:.3f} | ± {res['final_ci95']:.3f} | "
+                     f"{', '.join(f'{x:.3f}' for x in res['finals'])} | {_steps(r.get('mean_curve'))} | "
+                     f"{', '.join(_steps(x) for x in r.get('per_seed', []))} |")
+    if reach:
+        lines += ["", f"Threshold: the outcome arm's final mean accuracy, {reach['threshold']:.3f}; a step count is "
+                  "the first eval step at which the curve is at or above it."]
+    cmp = summary.get("process_minus_outcome")
+    if cmp:
+        lines += [f"Process - outcome, final accuracy: {cmp['diff']:+.3f} (95% CI ± {cmp['ci95']:.3f}, Welch); "
+                  f"exact permutation test over the seeds: p = {cmp['permutation_p']:.3f}."]
+    if signal:
+        lines += ["", "Rule step signal vs outcome on the eval completions (counts):", "",
+                  "| model | right, no step refuted | right, a step refuted | wrong, a step refuted | "
+                  "wrong, no step refuted | wrong, cut at max_new_tokens |", "|---|---|---|---|---|---|"]
+        for name, c in signal.items():
+            lines.append(f"| {name} | {c['right_clean']} | {c['right_flagged']} | {c['wrong_flagged']} | "
+                         f"{c['wrong_silent']} | {c['wrong_truncated']} |")
     lines += ["", "![accuracy vs step](accuracy_vs_step.png)"]
     path.write_text("\n".join(lines) + "\n")
 
 
-def main(cfg: RunConfig, seeds: tuple[int, ...] = (0, 1, 2)) -> int:
+def _last_eval(run_dir: Path) -> Path | None:
+    evals = sorted((run_dir / "eval").glob("step_*/results.jsonl"), key=lambda p: int(p.parent.name[5:]))
+    return evals[-1] if evals else None
+
+
+def main(cfg: RunConfig) -> int:
     from pipeline import models, sft
     from pipeline.run_all import evaluate_model
 
+    seeds = list(cfg.experiment.seeds)
     out = Path(cfg.output_dir) / f"{cfg.name}-experiment"
     jobs = {(mode, seed): run_config(cfg, mode, seed) for mode in MODES for seed in seeds}  # fail before SFT
     if "build-tiny" in cfg.stages:
@@ -105,15 +187,20 @@ def main(cfg: RunConfig, seeds: tuple[int, ...] = (0, 1, 2)) -> int:
     eval_cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, dataset=cfg.train.task,
                                                                  limit=cfg.train.eval_limit))
     start_acc = evaluate_model(eval_cfg, cfg.model.name_or_path, out / "eval_start")["accuracy"]
-    # Independent runs, one per core (each single-threaded: on few cores that beats sharing).
-    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    # Independent runs, each single-threaded (on few cores that beats sharing threads).
+    workers = max(1, min(len(jobs), cfg.experiment.workers or os.cpu_count() or 1))
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_one_thread) as pool:
         futures = {job: pool.submit(run_one, run_cfg) for job, run_cfg in jobs.items()}
         curves = {mode: {seed: futures[(mode, seed)].result() for seed in seeds} for mode in MODES}
     summary = summarise(curves, start_acc)
+    files = {"SFT start": [out / "eval_start" / "results.jsonl"]}
+    for mode in MODES:
+        files[f"{mode}, final (all seeds)"] = [p for seed in seeds if (p := _last_eval(
+            Path(cfg.output_dir) / jobs[(mode, seed)].name)) is not None]
+    summary["step_signal"] = signal = {k: step_signal(v) for k, v in files.items() if v and all(p.is_file() for p in v)}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     plot(summary, out / "accuracy_vs_step.png")
-    write_table(summary, cfg, list(seeds), out / "results.md")
+    write_table(summary, cfg, seeds, out / "results.md", signal)
     print((out / "results.md").read_text())
     return 0
