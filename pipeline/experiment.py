@@ -52,6 +52,28 @@ def run_one(run_cfg: RunConfig) -> list[tuple[int, float]]:
     return [(r["step"], r["eval/accuracy"]) for r in read_metrics(run_dir) if r.get("eval/accuracy") is not None]
 
 
+def finished_curve(run_cfg: RunConfig) -> list[tuple[int, float]] | None:
+    """The eval points of a finished earlier run of this same (mode, seed) config, or None. Same
+    means the saved `config.yaml` equals `run_cfg` except the `experiment` section, so rerunning
+    with more seeds reuses the runs already done and trains only the new ones; a run whose log
+    stops before `train.steps` is trained again from the start."""
+    import yaml
+
+    from pipeline.config import to_dict
+    from pipeline.grpo.run_log import read_metrics
+
+    run_dir = Path(run_cfg.output_dir) / run_cfg.name
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return None
+    old, new = yaml.safe_load(saved.read_text()), yaml.safe_load(yaml.safe_dump(to_dict(run_cfg)))
+    old.pop("experiment", None), new.pop("experiment", None)
+    rows = read_metrics(run_dir)
+    if old != new or max((r.get("step", 0) for r in rows), default=0) < run_cfg.train.steps:
+        return None
+    return [(r["step"], r["eval/accuracy"]) for r in rows if r.get("eval/accuracy") is not None]
+
+
 def summarise(curves: dict[str, dict[int, list[tuple[int, float]]]], start_acc: float) -> dict:
     """Final accuracies, bands, steps-to-threshold and the process - outcome comparison."""
     out: dict = {"start_accuracy": start_acc, "modes": {}}
@@ -179,7 +201,8 @@ def main(cfg: RunConfig) -> int:
 
     seeds = list(cfg.experiment.seeds)
     out = Path(cfg.output_dir) / f"{cfg.name}-experiment"
-    jobs = {(mode, seed): run_config(cfg, mode, seed) for mode in MODES for seed in seeds}  # fail before SFT
+    # Seed by seed, both modes, so runs cut short leave paired arms; all configs built (checked) before SFT.
+    jobs = {(mode, seed): run_config(cfg, mode, seed) for seed in seeds for mode in MODES}
     if "build-tiny" in cfg.stages:
         models.main(cfg)
     if "sft" in cfg.stages:
@@ -189,10 +212,14 @@ def main(cfg: RunConfig) -> int:
     start_acc = evaluate_model(eval_cfg, cfg.model.name_or_path, out / "eval_start")["accuracy"]
     # Independent runs, each single-threaded (on few cores that beats sharing threads).
     workers = max(1, min(len(jobs), cfg.experiment.workers or os.cpu_count() or 1))
+    done = {job: pts for job, run_cfg in jobs.items() if (pts := finished_curve(run_cfg)) is not None}
+    if done:
+        print(f"experiment: reusing the finished runs {sorted(done)}")
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_one_thread) as pool:
-        futures = {job: pool.submit(run_one, run_cfg) for job, run_cfg in jobs.items()}
-        curves = {mode: {seed: futures[(mode, seed)].result() for seed in seeds} for mode in MODES}
+        futures = {job: pool.submit(run_one, run_cfg) for job, run_cfg in jobs.items() if job not in done}
+        points = {**done, **{job: f.result() for job, f in futures.items()}}
+    curves = {mode: {seed: points[(mode, seed)] for seed in seeds} for mode in MODES}
     summary = summarise(curves, start_acc)
     files = {"SFT start": [out / "eval_start" / "results.jsonl"]}
     for mode in MODES:

@@ -59,3 +59,24 @@ def test_step_signal_sorts_completions_by_outcome_and_refuted_steps(tmp_path):
     path.write_text(json.dumps(rec) + "\n")
     assert step_signal([path]) == {"right_clean": 2, "right_flagged": 0, "wrong_flagged": 1, "wrong_silent": 1,
                                    "wrong_truncated": 1}
+
+
+def test_finished_runs_of_the_same_config_are_reused_and_others_are_not(tmp_path):
+    from pipeline.config import save_config
+    from pipeline.experiment import finished_curve, run_config
+
+    cfg = RunConfig(output_dir=str(tmp_path))
+    cfg.train.steps = 20
+    run_cfg = run_config(cfg, "process", 3)
+    run_dir = tmp_path / run_cfg.name
+    assert finished_curve(run_cfg) is None  # nothing there yet
+    save_config(run_cfg, run_dir / "config.yaml")
+    rows = [{"step": 10, "eval/accuracy": 0.25}, {"step": 15}, {"step": 20, "eval/accuracy": 0.5}]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    assert finished_curve(run_cfg) is None  # stopped at step 15 of 20
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert finished_curve(run_cfg) == [(10, 0.25), (20, 0.5)]
+    cfg.experiment.seeds = [0, 1, 2, 3, 4]  # more seeds: the same run
+    assert finished_curve(run_config(cfg, "process", 3)) == [(10, 0.25), (20, 0.5)]
+    cfg.train.lr = 3e-4  # a different run
+    assert finished_curve(run_config(cfg, "process", 3)) is None
