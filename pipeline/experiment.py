@@ -133,7 +133,8 @@ def plot(summary: dict, path: Path) -> None:
             c = dict([(0, start), *map(tuple, pts)])
             ax.plot(sorted(c), [c[s] for s in sorted(c)], color=color, alpha=0.2, linewidth=0.8)
         steps, mean, lo, hi = zip(*res["band"])
-        ax.fill_between(steps, lo, hi, color=color, alpha=0.18, linewidth=0)
+        ax.fill_between(steps, [max(x, 0.0) for x in lo], [min(x, 1.0) for x in hi],  # accuracy lies in [0, 1]
+                        color=color, alpha=0.18, linewidth=0)
         ax.plot(steps, mean, color=color, linewidth=2,
                 label=f"{mode}: final {res['final_mean']:.3f} ± {res['final_ci95']:.3f} (95% CI)")
     reach = summary.get("steps_to_threshold")
@@ -175,6 +176,9 @@ def write_table(summary: dict, cfg: RunConfig, seeds: list[int], path: Path, sig
     if reach:
         lines += ["", f"Threshold: the outcome arm's final mean accuracy, {reach['threshold']:.3f}; a step count is "
                   "the first eval step at which the curve is at or above it."]
+        if reach["threshold"] <= summary["start_accuracy"]:
+            lines += [f"The outcome arm ended at or below the SFT start ({summary['start_accuracy']:.3f}), so every "
+                      "curve is at the threshold from step 0: here steps-to-threshold measures nothing."]
     cmp = summary.get("process_minus_outcome")
     if cmp:
         lines += [f"Process - outcome, final accuracy: {cmp['diff']:+.3f} (95% CI ± {cmp['ci95']:.3f}, Welch); "

@@ -47,6 +47,9 @@ def test_summary_table_and_plot(tmp_path):
     assert "| outcome | 0.600 ± 0.141 | ± 1.271 | 0.500, 0.700 | 20 | not reached, 20 |" in text
     assert "| process | 0.600 ± 0.000 | ± 0.000 | 0.600, 0.600 | 20 | 10, 20 |" in text
     assert "p = 1.000" in text and "| SFT start | 3 | 0 | 2 | 1 | 0 |" in text
+    assert "measures nothing" not in text  # the threshold 0.6 lies above the start 0.25
+    write_table(summarise(curves, start_acc=0.6), RunConfig(), [0, 1], tmp_path / "flat.md")
+    assert "here steps-to-threshold measures nothing" in (tmp_path / "flat.md").read_text()
     plot(summary, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 5000
 
