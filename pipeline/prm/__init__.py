@@ -16,8 +16,10 @@ def load_scorer(cfg) -> PRMScorer:
     """The PRM of `cfg.reward.prm` on the run's device (bfloat16 on a GPU under prm_dtype=auto)."""
     import torch
 
+    from pipeline.device import resolve_device
+
     r = cfg.reward
-    device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(cfg.device)
     dtype = r.prm_dtype if r.prm_dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
     model, tokenizer, sep = load_prm(r.prm, getattr(torch, dtype), device)
     return PRMScorer(model, tokenizer, sep, batch_size=r.prm_batch_size, max_tokens=r.prm_max_tokens,
