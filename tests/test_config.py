@@ -85,12 +85,24 @@ def test_cli_reports_bad_key_in_one_line():
     (["reward.weights={corect: 1.0}"], "reward.weights"),
     (["stages=[train, deploy]"], "stages"),
     (["eval.n_samples=2", "eval.temperature=0"], "eval.n_samples"),
+    (["rollout.tis_cap=2.0", "rollout.top_p=0.9"], "rollout.tis_cap=2"),
+    (["rollout.tis_cap=2.0", "rollout.top_k=50"], "rollout.tis_cap=2"),
 ])
 def test_bad_values_are_refused_when_loading(overrides, fragment):
     """Value rules (checks.py) run when the config is built: one line naming the key."""
     with pytest.raises(ConfigError) as e:
         load_run_config(None, overrides)
     assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tis_only_with_untruncated_sampling():
+    """TIS divides the engine's processed log-probs (top-p/top-k renormalised) by the trainer's,
+    which apply the temperature only: allowed when they describe the same distribution."""
+    assert load_run_config(None, ["rollout.tis_cap=2.0", "rollout.temperature=0.7"]).rollout.tis_cap == 2.0
+    assert load_run_config(None, ["rollout.top_p=0.9", "rollout.top_k=20"]).rollout.top_k == 20  # TIS off
+    cfg = load_run_config(None, ["rollout.tis_cap=2.0"])
+    with pytest.raises(ConfigError, match="rollout.top_p=1 and rollout.top_k=0"):
+        dataclasses.replace(cfg.rollout, top_p=0.95)
 
 
 def test_checks_see_the_final_values(tmp_path):

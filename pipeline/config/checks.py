@@ -61,6 +61,12 @@ def check_rollout(r) -> None:
         raise ConfigError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
     if r.seed_block < 0:
         raise ConfigError(f"rollout.seed_block must be >= 0, got {r.seed_block}")
+    if r.tis_cap > 0 and (r.top_p < 1 or r.top_k > 0):
+        # vLLM's processed log-probs are those of the truncated, renormalised distribution; the
+        # trainer's come from logits / temperature only, so their ratio would bias every weight
+        raise ConfigError(f"rollout.tis_cap={r.tis_cap:g} needs rollout.top_p=1 and rollout.top_k=0 (got top_p="
+                          f"{r.top_p:g}, top_k={r.top_k}): the trainer's log-probs do not apply top-p/top-k, so "
+                          "the importance weights would be biased; set rollout.tis_cap=0 or sample untruncated")
     check_server(r)
 
 

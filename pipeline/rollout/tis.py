@@ -10,6 +10,8 @@ each token's loss is weighted by the capped ratio
     w_t = min(C, exp(trainer_old_logp_t - engine_logp_t))
 
 which is detached (a constant weight, no gradient). C = ``rollout.tis_cap``; 0 turns it off.
+Both log-probs must describe the same distribution: the trainer's apply the temperature only, so
+the config refuses TIS with top-p < 1 or top-k > 0 (``config/checks.py``, ``check_rollout``).
 The mismatch statistics are worth logging every step: a growing mean |delta| means the engine
 and the trainer disagree (a failed weight sync shows up here first).
 """
