@@ -147,6 +147,9 @@ class RecordedEngine:
     def sync_weights(self, model):
         pass
 
+    def sleep(self):
+        pass
+
     def close(self):
         pass
 

@@ -63,6 +63,9 @@ class timed:
 def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
     """Rollout + rewards (+ dynamic sampling), then log-probs and advantages."""
     episodes, zero_std_frac = collect_groups(cfg, state, timer)
+    # The rollout phase is over: a sleep-mode vLLM engine frees its GPU memory for the log-prob
+    # forwards and the update, once per step; the sync wakes its weights, the next generate its KV cache
+    state.engine.sleep()
     # The one move to the policy's device; every other batch tensor is built on it (module notes).
     packed = pack(episodes, state.tokenizer.pad_token_id).to(policy_device(state.policy))
     mask = loss_mask(cfg, episodes, packed)

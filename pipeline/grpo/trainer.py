@@ -163,7 +163,7 @@ def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple
     if not distributed.same_on_all_ranks(start):
         raise TrainingError("the ranks found different checkpoints to resume from: every rank reads the run "
                             "directory, so put output_dir on storage that all nodes share")
-    engine = build_engine(cfg, policy, tok)
+    engine = build_engine(cfg, policy, tok, training=True)
     prm = load_scorer(cfg) if cfg.reward.prm and cfg.train.advantage == "process" else None
     return TrainState(policy, ref, tok, engine, opt, sched, sampler, prm), start
 

@@ -42,5 +42,9 @@ class RolloutEngine(Protocol):
     def sync_weights(self, model) -> None:
         """Make the engine sample from ``model``'s current weights."""
 
+    def sleep(self) -> None:
+        """The rollout phase is over (the trainer calls it once per step, before the update): free
+        what the engine can until the next ``sync_weights`` / ``generate``; most engines do nothing."""
+
     def close(self) -> None:
         """Release the engine's resources."""

@@ -24,15 +24,17 @@ __all__ = ["build_engine", "colocated_vllm"]
 
 
 def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = None,
-                 holds_weights: bool = False) -> RolloutEngine:
+                 holds_weights: bool = False, training: bool = False) -> RolloutEngine:
     """The engine ``rollout.engine`` names, sampling from ``model``'s weights.
 
     ``load_path``: the directory a colocated vLLM engine starts from (default
     ``model.name_or_path``); ``holds_weights``: it already holds exactly ``model``'s weights (an
-    eval of a saved full model), so the first weight sync is skipped."""
+    eval of a saved full model), so the first weight sync is skipped; ``training``: the trainer's
+    engine, the only one that uses ``rollout.vllm_sleep_mode`` (vLLM allows one sleep-mode engine
+    per process, and `mathrl run` builds eval engines before and after the trainer's)."""
     kind = cfg.rollout.engine
     if kind == "vllm":
-        engine = colocated_vllm(cfg, load_path or cfg.model.name_or_path)
+        engine = colocated_vllm(cfg, load_path or cfg.model.name_or_path, sleep_mode=None if training else False)
         if not holds_weights:
             engine.sync_weights(model)
         return engine
@@ -47,7 +49,7 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
 
 def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None):
     """A ``VLLMEngine`` on ``path`` with the config's dtype, seed and ``rollout.vllm_*`` settings
-    (``sleep_mode`` overrides ``rollout.vllm_sleep_mode``: the server never sleeps)."""
+    (``sleep_mode`` overrides ``rollout.vllm_sleep_mode``: the server and eval engines never sleep)."""
     from pipeline.rollout.vllm_engine import VLLMEngine  # optional extra; needs vllm installed
 
     rollout = cfg.rollout if sleep_mode is None else dataclasses.replace(cfg.rollout, vllm_sleep_mode=sleep_mode)

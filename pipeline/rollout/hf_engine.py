@@ -31,6 +31,9 @@ class HFEngine:
     def sync_weights(self, model) -> None:
         self.model = model
 
+    def sleep(self) -> None:
+        pass  # the engine is the policy itself: nothing of its own to free
+
     def close(self) -> None:
         self.model = None
 

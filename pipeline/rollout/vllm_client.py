@@ -186,6 +186,9 @@ class VLLMServerEngine:
             self.group.close()
         self.group = None
 
+    def sleep(self) -> None:
+        pass  # the server's engine lives in its own process and never sleeps
+
     def close(self) -> None:
         if self.group is not None:
             try:

