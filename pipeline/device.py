@@ -37,6 +37,16 @@ def resolve_device(device: str) -> str:
     return "cpu"
 
 
+def device_identity(device) -> str:
+    """Which physical device ``device`` is: "cpu", or the GPU's UUID as nvidia-smi prints it
+    (the same card whatever CUDA_VISIBLE_DEVICES numbers it in each process)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return "cpu"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"GPU-{torch.cuda.get_device_properties(index).uuid}"
+
+
 def why_no_gpu() -> str:
     """One clause: why torch sees no GPU."""
     if torch.version.cuda is None:

@@ -201,7 +201,7 @@ def _lora_merge_worker(rank: int, port: int, model_dir: str, out) -> None:
     import copy
     import os
 
-    from pipeline.weights.export import hf_weights
+    from pipeline.weights.export import hf_specs, hf_weights
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
     torch.distributed.init_process_group("gloo")
@@ -209,7 +209,9 @@ def _lora_merge_worker(rank: int, port: int, model_dir: str, out) -> None:
     want = copy.deepcopy(model).merge_and_unload().state_dict()
     unsharded = dict(hf_weights(model))  # the plain path (module deltas), for comparison
     fsdp.wrap(model)
-    everywhere = dict(hf_weights(model, fsdp.full_model_state(model, everywhere=True)))  # colocated engines
+    streamed = dict(hf_weights(model))  # what every sync sends: each tensor gathered (and merged) as it comes
+    specs = [(n, tuple(s)) for n, _, s in hf_specs(model)]
+    everywhere = dict(hf_weights(model, fsdp.full_model_state(model, everywhere=True)))
     rank0 = fsdp.full_model_state(model)  # the server client's gather
     on_rank0 = dict(hf_weights(model, rank0)) if rank == 0 else None
     shapes = {n: tuple(t.shape) for n, t in hf_weights(model, fsdp.meta_state(model))}  # server arch check
@@ -219,7 +221,8 @@ def _lora_merge_worker(rank: int, port: int, model_dir: str, out) -> None:
 
     base = {k.removeprefix("base_model.model."): v for k, v in model.state_dict().items() if "base_layer" not in k}
     merged_names = [k for k in want if k.endswith(("q_proj.weight", "v_proj.weight", "down_proj.weight"))]
-    out[rank] = {"everywhere": same(everywhere), "unsharded": same(unsharded),
+    out[rank] = {"everywhere": same(everywhere), "unsharded": same(unsharded), "streamed": same(streamed),
+                 "specs": specs == [(k, tuple(v.shape)) for k, v in streamed.items()],
                  "rank0": same(on_rank0) if rank == 0 else rank0 == {},
                  "shapes": shapes == {k: tuple(v.shape) for k, v in want.items()},
                  "merged": len(merged_names), "unmerged_kept": all(k in base for k in want if k not in merged_names),
@@ -228,14 +231,16 @@ def _lora_merge_worker(rank: int, port: int, model_dir: str, out) -> None:
 
 
 def test_lora_merged_from_gathered_weights_equals_peft_merge(tiny_setup):
-    """Under FSDP the vLLM syncs merge LoRA from the gathered state (the module's own A and B are
-    shards): on every rank (colocated engines) and on rank 0 (server), the result equals peft's
-    merge_and_unload of the unsharded model, and so does the plain path on the unsharded model."""
+    """Under FSDP the vLLM syncs merge LoRA from gathered tensors (the module's own A and B are
+    shards): streamed one tensor at a time on every rank (what every sync does now), and from a
+    whole gathered state on every rank or on rank 0, the result equals peft's merge_and_unload of
+    the unsharded model, and so does the plain path on the unsharded model."""
     out = _spawn_two_ranks(_lora_merge_worker, tiny_setup)
     for rank in (0, 1):
         r = out[rank]
         assert r["sharded"] and r["merged"] > 0, r
         assert r["everywhere"] and r["unsharded"] and r["rank0"] and r["shapes"], (rank, r)
+        assert r["streamed"] and r["specs"], (rank, r)
 
 
 def test_gathered_lora_merge_refuses_layers_it_cannot_merge(tiny_setup):

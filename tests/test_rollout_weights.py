@@ -9,7 +9,7 @@ import copy
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from pipeline.weights.export import hf_weights
+from pipeline.weights.export import hf_specs, hf_weights, weight_buckets
 
 
 def _tiny(tie: bool):
@@ -70,3 +70,47 @@ def test_embedding_lora_is_merged_too():
     assert not torch.equal(sent["model.embed_tokens.weight"], _tiny(tie=False).model.embed_tokens.weight)
     for k, v in reference.items():
         assert torch.allclose(sent[k], v, atol=1e-6), k
+
+
+def _lora(model, **kwargs):
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+                                            **kwargs))
+
+
+def test_lora_merges_are_made_one_at_a_time_as_the_stream_reaches_them(monkeypatch):
+    """The sync streams: a merged weight exists only once the consumer asks for it, so a consumer
+    holding one bucket never holds the whole merged set."""
+    from peft.tuners.lora import Linear
+
+    model = _lora(_tiny(tie=True))
+    made = []
+    real = Linear.get_delta_weight
+    monkeypatch.setattr(Linear, "get_delta_weight", lambda self, a: (made.append(1), real(self, a))[1])
+    stream = hf_weights(model)
+    seen = []
+    for name, _ in stream:
+        seen.append(name)
+        merged_so_far = sum(n.endswith(("q_proj.weight", "v_proj.weight")) for n in seen)
+        assert len(made) == merged_so_far, name  # no delta computed ahead of its weight
+    assert len(made) == 4  # 2 layers x (q, v)
+
+
+def test_hf_specs_names_dtypes_and_shapes_without_making_tensors():
+    for model in (_tiny(tie=False), _lora(_tiny(tie=True)), _lora(_tiny(tie=False), modules_to_save=["lm_head"])):
+        assert hf_specs(model) == [(n, t.dtype, tuple(t.shape)) for n, t in hf_weights(model)]
+
+
+def test_weight_buckets_bound_the_bytes_held_and_cast_as_they_go():
+    model = _tiny(tie=False)
+    limit = 8000  # bytes: norms and biases share a bucket; the embedding and MLP matrices (bf16) go alone
+    buckets = list(weight_buckets(hf_weights(model), limit, torch.bfloat16))
+    flat = [pair for b in buckets for pair in b]
+    assert [n for n, _ in flat] == list(model.state_dict())
+    assert all(t.dtype == torch.bfloat16 for _, t in flat)
+    assert all(torch.equal(t, model.state_dict()[n].to(torch.bfloat16)) for n, t in flat)
+    sizes = [sum(t.numel() * t.element_size() for _, t in b) for b in buckets]
+    assert all(s <= limit or len(b) == 1 for s, b in zip(sizes, buckets))
+    assert max(len(b) for b in buckets) > 1 and any(s > limit for s in sizes)  # both cases happen
+    assert list(weight_buckets(iter([]), limit)) == []

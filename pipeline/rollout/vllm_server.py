@@ -7,7 +7,8 @@ route but ``GET /health`` asks for the shared token (server_auth.py); request bo
 and bounded by server_limits.py:
 
     GET  /health               {"status": "ok"}: nothing else, no token needed
-    GET  /info                 model, dtype, device, weights_hash (names + shapes), weight group, counters, limits
+    GET  /info                 model, dtype, device, device_id (GPU UUID or "cpu"), weights_hash
+                               (names + shapes), weight group, counters, limits
     GET  /weights              [[name, shape], ...] the trainer must send (Hugging Face names)
     POST /generate             {"prompts": [str], "n": int, "params": SamplingParams fields}
                                -> {"samples": [[Sample fields]]} exactly as VLLMEngine returns them
@@ -51,6 +52,7 @@ from dataclasses import asdict
 import torch.distributed as dist
 
 from pipeline.config import RunConfig
+from pipeline.device import device_identity
 from pipeline.rollout.server_auth import HOW, TokenError, server_token
 from pipeline.rollout.server_batch import Batcher
 from pipeline.rollout.server_http import Route, build_app, make_server
@@ -102,6 +104,7 @@ class WeightServer:
     async def info(self, _body) -> dict:
         return {"status": "ok", "model": self.cfg.model.name_or_path, "dtype": self.cfg.model.dtype,
                 "device": "cuda" if self.engine.on_gpu else "cpu", "weights_hash": self.hash,
+                "device_id": device_identity("cuda" if self.engine.on_gpu else "cpu"),  # the client's NCCL/gloo choice
                 "num_weights": len(self.weights), "weight_group": self.group is not None,
                 "generation": self.group_generation, "updates": self.updates,
                 "engine_calls": self.batcher.calls, "generate_requests": self.batcher.requests,

@@ -219,18 +219,28 @@ class WeightGroup:
         opts.rootRank, opts.rootTensor = root, 0
         self._run(what, self.pg.broadcast, [buf], opts, timeout_s=timeout_s)
 
-    def send(self, named: list[tuple[str, torch.Tensor]], bucket_bytes: int = BUCKET_BYTES,
-             on_bucket=None) -> None:
-        """Rank 0: broadcast ``named`` tensors (in the order their specs were announced).
-        ``on_bucket(i)`` is called before bucket i goes out (fault injection in tests)."""
-        specs = [Spec.of(n, t) for n, t in named]
+    def send(self, named, bucket_bytes: int = BUCKET_BYTES, on_bucket=None,
+             specs: list[Spec] | None = None) -> None:
+        """Rank 0: broadcast ``named`` (name, tensor) pairs in the order of the announced ``specs``
+        (default: those of ``named``, then a list). With ``specs``, ``named`` may be a lazy stream:
+        each bucket pulls its tensors as it fills, so one bucket's buffer and one tensor exist at a
+        time. ``on_bucket(i)`` is called before bucket i goes out (fault injection in tests)."""
+        if specs is None:
+            named = list(named)
+            specs = [Spec.of(n, t) for n, t in named]
+        stream = iter(named)
         for b, idx in enumerate(plan_buckets(specs, bucket_bytes)):
             if on_bucket is not None:
                 on_bucket(b)
-            buf = torch.empty(sum(_aligned(specs[i].nbytes) for i in idx), dtype=torch.uint8, device=self.device)
+            # zeros: the alignment padding carries no stale memory, the same bytes every time
+            buf = torch.zeros(sum(_aligned(specs[i].nbytes) for i in idx), dtype=torch.uint8, device=self.device)
             offset = 0
             for i in idx:
-                t = named[i][1].detach().contiguous()
+                name, t = next(stream, (None, None))
+                if t is None or Spec.of(name, t) != specs[i]:
+                    got = "the end of the stream" if t is None else Spec.of(name, t)
+                    raise ValueError(f"weight stream out of step with its announced specs: {got} where {specs[i]} was due")
+                t = t.detach().contiguous()
                 n = specs[i].nbytes
                 if n:
                     buf[offset:offset + n].copy_(t.reshape(-1).view(torch.uint8), non_blocking=True)

@@ -1,12 +1,19 @@
-"""The policy's weights as a rollout engine loads them: Hugging Face names, LoRA merged in.
+"""The policy's weights as a rollout engine loads them: Hugging Face names, LoRA merged in, streamed.
 
 ``hf_weights(model)`` yields (name, tensor) pairs in the names of a Hugging Face checkpoint of
 the model's architecture, which is what vLLM's ``load_weights`` maps onto its fused layers. A
 peft LoRA model yields the *merged* weights W + (alpha/r) B A, computed without touching the
-model, so an engine needs no LoRA support. Under FSDP the caller passes the gathered full state
-(``pipeline.parallel.fsdp.full_model_state``) and the merges read the gathered LoRA tensors.
-``expected_weights(path)`` gives the same names and shapes for a model that is not loaded (built
-on the meta device), which is how the vLLM server knows what a trainer must send.
+model, so an engine needs no LoRA support.
+
+Every path streams: a tensor is made when it is yielded (a LoRA merge, an FSDP gather, a cast)
+and nothing keeps it afterwards, so a consumer that groups the stream into ``weight_buckets``
+holds at most one bucket of extra memory, not a copy of the model (TRL and verl sync one
+``full_tensor()`` at a time). An FSDP-sharded model (DTensor parameters) is gathered one tensor
+at a time, its LoRA merges from the gathered A and B: each gather is a collective, so every rank
+iterates the whole stream in the same order, also ranks that throw the tensors away.
+``hf_specs(model)`` gives the names and shapes without making any tensor, and
+``expected_weights(path)`` the same for a model that is not loaded (built on the meta device),
+which is how the vLLM server knows what a trainer must send.
 
 Used by the colocated vLLM engine, the vLLM server client and the server; imports no engine.
 """
@@ -15,27 +22,30 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["hf_weights", "expected_weights"]
+__all__ = ["hf_weights", "hf_specs", "weight_buckets", "expected_weights"]
 
 
 def hf_weights(model, state: dict | None = None):
-    """(name, tensor) pairs in Hugging Face checkpoint names; peft LoRA layers come merged.
+    """(name, tensor) pairs in Hugging Face checkpoint names, made one at a time; peft LoRA layers
+    come merged.
 
-    ``state``: the model's full state dict when ``model`` is FSDP-sharded (gathered by
-    ``fsdp.full_model_state``; meta tensors give names and shapes only). Names and tensors then
-    come from it, and each LoRA merge W + scaling * B A from its gathered tensors (the module's own
-    are shards), ``_gathered_merges``. peft ``modules_to_save`` copies replace their original
-    module; DoRA is refused (its merge is not W + delta)."""
+    ``state``: read names and tensors from this state dict instead of ``model.state_dict()``
+    (meta tensors give names and shapes only; a gathered full state works too). Sharded (DTensor)
+    tensors are gathered when yielded, and LoRA merges W + scaling * B A of a sharded model or of a
+    given ``state`` read its A and B (``_gathered_merges``; the module's own are shards). peft
+    ``modules_to_save`` copies replace their original module; DoRA is refused (its merge is not
+    W + delta)."""
     from peft import PeftModel
     from peft.tuners.lora import LoraLayer
 
+    source = model.state_dict() if state is None else state  # FSDP2: the shards, nothing gathered yet
     if not isinstance(model, PeftModel):
-        yield from (model.state_dict() if state is None else state).items()
+        yield from ((n, _full(t)) for n, t in source.items())
         return
-    if state is not None:
-        yield from _peft_names(model, state, _gathered_merges(model, state))
+    if state is not None or _is_sharded(source):
+        yield from _peft_names(model, source, _gathered_merges(model, source))
         return
-    deltas = {}
+    merges = {}
     for name, module in model.named_modules():
         if isinstance(module, LoraLayer):
             # Embedding LoRA layers keep their adapters in lora_embedding_A/B
@@ -43,9 +53,52 @@ def hf_weights(model, state: dict | None = None):
                       if a in module.lora_A or a in getattr(module, "lora_embedding_A", {})]
             if any(module.use_dora.get(a, False) for a in active):
                 raise NotImplementedError("vLLM weight sync: DoRA adapters are not supported")
-            if active and not module.merged and not module.disable_adapters:
-                deltas[name + ".base_layer.weight"] = sum(module.get_delta_weight(a) for a in active)
-    yield from _peft_names(model, model.state_dict(), {n: (lambda d=d: d) for n, d in deltas.items()})
+            if active and not module.merged and not module.disable_adapters:  # computed when yielded
+                merges[name + ".base_layer.weight"] = lambda module=module, active=active: sum(
+                    module.get_delta_weight(a) for a in active)
+    yield from _peft_names(model, source, merges)
+
+
+def hf_specs(model) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
+    """(name, dtype, shape) of what ``hf_weights(model)`` yields, in its order, without making,
+    gathering or merging any tensor (a merge keeps its base weight's shape and dtype)."""
+    from peft import PeftModel
+
+    state = {k: torch.empty(v.shape, dtype=v.dtype, device="meta") for k, v in model.state_dict().items()}
+    named = _peft_names(model, state, {}) if isinstance(model, PeftModel) else state.items()
+    return [(n, t.dtype, tuple(t.shape)) for n, t in named]
+
+
+def weight_buckets(named, bucket_bytes: int, dtype: torch.dtype | None = None):
+    """``named`` (name, tensor) pairs, each cast to ``dtype`` (if given) as it arrives, grouped into
+    lists of at most ``bucket_bytes`` (a larger tensor gets a list of its own). Lazy: while the
+    consumer holds one list, nothing else of the stream exists, so a sync's extra memory is one
+    bucket (plus the source tensor being cast), not a model."""
+    bucket, size = [], 0
+    for name, tensor in named:
+        tensor = tensor.detach()
+        tensor = tensor if dtype is None else tensor.to(dtype)
+        n = tensor.numel() * tensor.element_size()
+        if bucket and size + n > bucket_bytes:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += n
+    if bucket:
+        yield bucket
+
+
+def _is_sharded(state: dict) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(t, DTensor) for t in state.values())
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """A sharded (FSDP2 DTensor) tensor gathered in full on its device (a collective); others as they are."""
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
 
 
 def _peft_names(model, state: dict, merges: dict):
@@ -59,6 +112,7 @@ def _peft_names(model, state: dict, merges: dict):
             if saved not in name:
                 continue
             name = name.replace(saved, ".")
+        tensor = _full(tensor)
         if name in merges:
             tensor = tensor + merges[name]().to(tensor.dtype)
         yield name.removeprefix("base_model.model.").replace(".base_layer.", "."), tensor
@@ -85,7 +139,7 @@ def _gathered_merges(model, state: dict) -> dict:
         if why:
             raise NotImplementedError(f"vLLM weight sync of an FSDP-sharded LoRA model, {name}: {why}")
         merges[name + ".base_layer.weight"] = lambda name=name, module=module, active=active: sum(
-            _delta(state[f"{name}.lora_A.{a}.weight"], state[f"{name}.lora_B.{a}.weight"], module, a)
+            _delta(_full(state[f"{name}.lora_A.{a}.weight"]), _full(state[f"{name}.lora_B.{a}.weight"]), module, a)
             for a in active)
     return merges
 
