@@ -10,7 +10,7 @@ through a two-member process group with the server (``pipeline.weights.broadcast
 ranks wait at a barrier, so no rank samples from stale weights.
 
 Channel choice (``rollout.server_weight_backend=auto``): NCCL when the policy's parameters are
-on a GPU and the server runs on a different physical GPU (``/health`` reports its GPU's UUID,
+on a GPU and the server runs on a different physical GPU (``/info`` reports its GPU's UUID,
 ``device_id``); gloo otherwise, including two processes on the same GPU, which NCCL refuses
 ("Duplicate GPU detected"). The choice follows the model's device, not that of the tensors being
 sent (under FSDP a gather may land anywhere).
