@@ -24,6 +24,7 @@ from pipeline.grpo.episodes import Packed
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.plan import memory
 from pipeline.plan.memory import GIB, ModelShape, RunShape, estimate
+from pipeline.weights.broadcast import BUCKET_BYTES
 from pipeline.plan.report import main as plan_main
 from pipeline.plan.report import run_shape
 from pipeline.plan.shapes import load_config, shape_from_config
@@ -235,11 +236,16 @@ def test_vllm_share_and_sleep_mode_phases():
     assert awake.vllm["kv_cache"] == share - shape.params() * 2
     assert awake.phase_bytes("update") - asleep.phase_bytes("update") == share  # freed while training
     assert awake.phase_bytes("rollout") == asleep.phase_bytes("rollout")
-    sync = lambda **kw: {i.name: i.bytes for i in estimate(shape, _run(**kw), gpu).items}.get("weight sync copies")  # noqa: E731
-    p = shape.params()
-    assert sync(engine="vllm", ranks=2, fsdp=True) == p * 4 + p * 2  # gathered float32 + bf16 list, every rank
-    assert sync(engine="vllm") == p * 2 and sync(engine="vllm", master_bytes=2) == 0  # cast only when mixed
-    assert sync(engine="vllm_server", ranks=2, fsdp=True) is None  # gathered on rank 0's CPU
+    sync = lambda **kw: {i.name: i.bytes for i in estimate(shape, _run(**kw), gpu).items}.get(  # noqa: E731
+        "weight sync bucket (streamed)")
+    p, largest = shape.params(), shape.vocab_size * shape.hidden_size
+    assert memory.SYNC_BUCKET_BYTES == BUCKET_BYTES and p * 2 < BUCKET_BYTES  # a small model: one bucket holds it
+    assert sync(engine="vllm", ranks=2, fsdp=True) == largest * 4 + p * 2  # one gathered float32 tensor + the bucket
+    assert sync(engine="vllm_server", ranks=2, fsdp=True) == largest * 4 + p * 2  # every rank gathers, streamed
+    assert sync(engine="vllm") == p * 2 and sync(engine="vllm", master_bytes=2) is None  # cast only when mixed
+    big = _shape(hidden_size=4096, vocab_size=102400, num_layers=30, intermediate_size=11008)
+    streamed = {i.name: i.bytes for i in estimate(big, _run(engine="vllm", ranks=8, fsdp=True), 80 * GIB).items}
+    assert streamed["weight sync bucket (streamed)"] == 102400 * 4096 * (4 + 2)  # the embedding: bigger than a bucket
 
 
 def test_lora_targets_must_be_projections():

@@ -157,7 +157,7 @@ class RolloutConfig:
     server_batch_window_s: float = 0.02
     """vllm_server: how long the server waits after a /generate request for others (e.g. the other ranks') to batch into one engine call."""
     server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"
-    """vllm_server: weight broadcast backend; `auto` = NCCL when the trainer's weights and the server are on GPUs, else gloo (CPU)."""
+    """vllm_server: weight broadcast backend; `auto` = NCCL when the policy and the server are on different GPUs, else gloo (CPU)."""
     seed_block: int = 0
     """Questions per seeded generate call (seed from the first one's draw index); 0 = one RNG stream, or 1 when ranks > 1."""
 

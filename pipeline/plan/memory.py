@@ -22,8 +22,10 @@ What lives where, following the trainer's code (``pipeline/grpo``):
 - Old/reference log-probs (no gradients): the logits and one chunk's float32 temporaries.
 - Rollout: a colocated vLLM engine takes ``gpu_memory_utilization`` x the GPU (weights + KV cache),
   all run long unless sleep mode frees it outside ``generate``; the HF engine needs its KV cache
-  and, under FSDP, the gathered full weights. The weight sync builds the whole model once more in
-  ``model.dtype`` (and the gathered float32 state under FSDP).
+  and, under FSDP, the gathered full weights. The weight sync streams (``weights/export.py``): one
+  bucket of weights in ``model.dtype`` (``SYNC_BUCKET_BYTES``, or the largest tensor when bigger)
+  when it casts or merges, plus under FSDP the one full tensor being gathered (the largest: the
+  embedding matrix, in the master dtype; gather temporaries are not counted).
 - Under FSDP: the units being run are all-gathered (the root with the embeddings and LM head for
   the whole forward, about two decoder layers at a time), and at start-up every rank loads the full
   model (and builds the reference) before sharding.
@@ -139,6 +141,7 @@ class Item:
 
 
 PHASES = ("start-up", "rollout", "sync", "log-probs", "update")
+SYNC_BUCKET_BYTES = 256 << 20  # weights/broadcast.py BUCKET_BYTES (not imported: no torch here; a test compares)
 STEADY = PHASES[1:]  # every phase of a training step (start-up is before the first one)
 
 
@@ -260,13 +263,16 @@ def rollout_items(shape: ModelShape, run: RunShape, gpu_bytes: float) -> tuple[l
         if n > 1:
             items.append(Item("gathered full weights (FSDP generate)", p * run.master_bytes, ("rollout",),
                               "fsdp.gathered around each generate call"))
-    if run.engine == "vllm" or (run.engine == "vllm_server" and n == 1):
-        # under FSDP every rank gathers the full state for its own engine (full_model_state(everywhere=True));
-        # then the list of tensors cast to model.dtype, or merged with the LoRA deltas; a vllm_server
-        # run under FSDP gathers onto rank 0's CPU instead
-        gathered = p * run.master_bytes if n > 1 else 0
-        cast = p * run.model_bytes if (run.lora_rank or run.mixed or n > 1) else 0
-        items.append(Item("weight sync copies", gathered + cast, ("sync",), "whole model materialised at once"))
+    if run.engine in ("vllm", "vllm_server"):
+        # streamed: every rank gathers one full tensor at a time under FSDP (also for vllm_server,
+        # whose other ranks drop theirs); a bucket of cast or merged tensors is alive at a time
+        largest = shape.vocab_size * shape.hidden_size
+        gathered = largest * (run.model_bytes if run.lora_rank else run.master_bytes) if n > 1 else 0
+        copies = run.lora_rank or run.mixed or n > 1
+        bucket = max(min(SYNC_BUCKET_BYTES, p * run.model_bytes), largest * run.model_bytes) if copies else 0
+        if gathered + bucket:
+            items.append(Item("weight sync bucket (streamed)", gathered + bucket, ("sync",),
+                              "one bucket" + (" + one gathered tensor" if gathered else "")))
     return items, vllm
 
 
