@@ -239,6 +239,7 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
     if not torch.isfinite(norm):
         _stop_non_finite(run_dir, step, "gradient norm")
     opt.step()
+    opt.zero_grad(set_to_none=True)  # free the gradients now, not at the next update: not held through the rollout
     state.scheduler.step()
     return float(norm)
 

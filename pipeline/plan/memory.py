@@ -7,8 +7,8 @@ settings (``RunShape``, from the run config). Output: a ``Plan`` of byte counts.
 What lives where, following the trainer's code (``pipeline/grpo``):
 - Training state, resident all run: the policy's parameters in the master dtype (full fine-tuning
   with ``train.master_dtype=float32`` keeps float32 parameters and runs the forwards under bf16
-  autocast: there is no separate bf16 copy at rest); their gradients, which stay allocated from one
-  optimizer step to the next (``zero_grad(set_to_none=True)`` runs at the start of the update);
+  autocast: there is no separate bf16 copy at rest); their gradients, during the update only (``zero_grad(set_to_none=True)`` right after each
+  optimizer step frees them, so they do not sit through the rollout);
   AdamW's two moments in the parameters' dtype; the full-FT reference copy when ``train.beta`` > 0
   (same dtype as the policy; under LoRA the reference is the adapter-disabled base: no copy). LoRA:
   the frozen base in ``model.dtype``, the adapter in float32 (peft), gradients and moments for the
@@ -182,7 +182,7 @@ def training_state(shape: ModelShape, run: RunShape) -> list[Item]:
         return [
             Item("policy weights (frozen base)", p * run.model_bytes / n, STEADY, f"{p:,} x {run.model_bytes} B{split}"),
             Item("LoRA adapter (float32)", a * 4 / n, STEADY, f"{a:,} x 4 B{split}"),
-            Item("gradients (adapter, float32)", a * 4 / n, STEADY, "kept between optimizer steps"),
+            Item("gradients (adapter, float32)", a * 4 / n, ("update",), "freed after each optimizer step"),
             Item("AdamW moments (adapter)", 2 * a * 4 / n, STEADY, "exp_avg + exp_avg_sq"),
             Item("reference model", 0, STEADY, "none: the adapter-disabled base" if run.reference else "none: beta = 0"),
         ]
@@ -190,7 +190,7 @@ def training_state(shape: ModelShape, run: RunShape) -> list[Item]:
     dtype = "float32 master" if run.mixed else f"{w} B"
     return [
         Item(f"policy weights ({dtype})", p * w / n, STEADY, f"{p:,} x {w} B{split}"),
-        Item("gradients", p * w / n, STEADY, "kept between optimizer steps"),
+        Item("gradients", p * w / n, ("update",), "freed after each optimizer step"),
         Item("AdamW moments", 2 * p * w / n, STEADY, f"exp_avg + exp_avg_sq, 2 x {w} B{split}"),
         Item("reference model", p * w / n if run.reference else 0, STEADY,
              f"full-FT copy, {w} B{split}" if run.reference else "none: beta = 0"),
