@@ -8,8 +8,8 @@ comma lists/tuples of those). If the values differ clearly, the answers are not 
 a proof by evaluation. Equal values prove nothing here (approximations, rounding), so those go
 on to the exact/symbolic path. Answers of different kinds are also told apart here: one value
 vs several (list, tuple, interval, union, set, matrix, `\\pm`), an equation vs a value, a
-word vs a number, a number in another base (`52_8`) vs anything but its own digits (`52`
-is accepted; `42`, its decimal value, is not: the question asked for base 8).
+word vs a number, a number in another base (`52_8`) vs anything else (`52` and `42` alike: the
+question asked for base 8, and `18_9` is not 18).
 
 The parser is deliberately conservative: anything ambiguous or unknown (`2^10` without
 braces, `a/bc`, trig and log functions, `e`, subscripts, factorials, `\\infty`, intervals,
@@ -249,16 +249,13 @@ def _is_multi(s: str) -> bool:
 
 def kinds_differ(a: str, b: str) -> bool:
     """Answers of different kinds: a single value vs several values (or a matrix), an equation
-    vs a value, a word vs a number."""
+    vs a value, a word vs a number or another word, a number in another base vs anything but
+    the same base-number."""
     for x, y in ((a, b), (b, a)):
-        if _WORD.match(x) and (any(c.isdigit() for c in y)
-                               or _WORD.match(y) and sorted(x.lower()) != sorted(y.lower())):
-            return True  # words differ as words and as products of symbols alike
-        m, my = _BASE_NUM.match(x), _BASE_NUM.match(y)
-        if m and my:
-            return m.groups() != my.groups()
-        if m and y != m.group(1) and _is_scalar(y):
-            return True  # 52_8 is only written 52_8 or, leniently, 52
+        if _WORD.match(x) and (any(c.isdigit() for c in y) or _WORD.match(y) and x.lower() != y.lower()):
+            return True  # words are words, not products of letters: "seat" != "east"
+        if _BASE_NUM.match(x) and x != y:
+            return True  # 52_8 is only written 52_8 (52_{8} normalises to it)
         if ("=" in x) != ("=" in y) and "=" not in y and _is_scalar(y):
             return True
         if _is_multi(x) and not _is_multi(y) and (_is_scalar(y) or _BASE_NUM.match(y) or _WORD.match(y)):

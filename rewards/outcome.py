@@ -2,7 +2,8 @@
 `format_reward` (the format bonus).
 
 `check` never raises: any failure becomes score 0.0 with a reason for logging, one of
-"no answer found", "parse error", "timeout", "not equal" (or "" on success).
+"no answer found", "no single answer" (the final statement hedges, negates or offers
+alternatives), "parse error", "timeout", "not equal" (or "" on success).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from dataclasses import dataclass
 
 from rewards.boxed import count_boxes, last_boxed_span
 from rewards.equiv import EQUAL, PARSE_ERROR, TIMEOUT, equiv_status
-from rewards.extract import extract_answer
+from rewards.answer_text import HEDGED
+from rewards.extract import read_final
 
 NO_ANSWER = "no answer found"
+NO_SINGLE_ANSWER = HEDGED
 _GSM_FINAL = re.compile(r"####[ \t]*\$?-?[\d,]*\d(?:\.\d+)?")
 _AFTER_BOX_OK = re.compile(r"(?:\s|\$|\.|\\\]|\\\)|\\end\{(?:equation|align)\*?\})*")
 
@@ -31,13 +34,14 @@ class RewardResult:
 def check(completion: str, gold: str, style: str = "auto", timeout: float = 5.0) -> RewardResult:
     """Extract the final answer from `completion` and compare it with `gold`."""
     try:
-        pred = extract_answer(completion, style)
+        reading = read_final(completion, style)
     except ValueError:
         raise  # an unknown style is a programming error, not a bad completion
     except Exception:  # noqa: BLE001
-        pred = None
-    if pred is None:
         return RewardResult(0.0, None, NO_ANSWER)
+    pred = reading.answer
+    if pred is None:
+        return RewardResult(0.0, None, reading.problem or NO_ANSWER)
     status = equiv_status(pred, gold, timeout)
     if status == EQUAL:
         return RewardResult(1.0, pred, "")

@@ -33,7 +33,8 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def symbolic_equal(pred: str, gold: str) -> str:
-    """Compare two normalised answers with math-verify, exactly (runs inside a worker)."""
+    """Compare two normalised answers with math-verify, exactly and in both directions (runs
+    inside a worker)."""
     import sympy
     from math_verify import parse, verify
 
@@ -44,7 +45,10 @@ def symbolic_equal(pred: str, gold: str) -> str:
     g, p = _exact(g, sympy), _exact(p, sympy)
     if _is_eq(g[0], sympy) != _is_eq(p[0], sympy):
         return NOT_EQUAL  # "2x+y=0" is not the answer "0"; only "x = 5" vs "5" (normalised away)
-    ok = verify(g, p, timeout_seconds=None, float_rounding=15)
+    # both directions: math-verify's verify(gold, pred) is lenient one way for some shapes
+    # (an inequality against an interval), and equivalence must not depend on argument order
+    ok = verify(g, p, timeout_seconds=None, float_rounding=15) and \
+        verify(p, g, timeout_seconds=None, float_rounding=15)
     return EQUAL if ok else NOT_EQUAL
 
 

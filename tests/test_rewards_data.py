@@ -1,7 +1,9 @@
 """Every reference solution scores 1.0 against its own gold answer; shuffled pairs score ~0.
 
 Reads the shipped raw data (data/raw), with gold answers derived exactly as the data stage
-does: GSM8K = text after the last '####' without commas, MATH = `last_boxed(solution)`.
+does: GSM8K = text after the last '####' without commas, MATH = `reference_answer(solution)`
+(the last box group: "$\\boxed{-2}$ and $\\boxed{1}$" is the answer "-2, 1", where the MATH
+convention `last_boxed` would keep only "1").
 The fast tests cover GSM8K test and MATH-500; the slow one all of MATH and GSM8K train+test.
 """
 
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rewards import check, last_boxed
+from rewards import check
+from rewards.extract import reference_answer
 from rewards.steps import check_steps
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "raw"
@@ -32,7 +35,7 @@ def gsm8k(split: str) -> list[tuple[str, str, str]]:
 def math(path: str) -> list[tuple[str, str, str]]:
     with gzip.open(ROOT / "math" / path, "rt") as f:
         rows = [json.loads(line) for line in f]
-    return [(r["unique_id"], r["solution"], last_boxed(r["solution"])) for r in rows]
+    return [(r["unique_id"], r["solution"], reference_answer(r["solution"])) for r in rows]
 
 
 def _self_failures(rows):
@@ -53,6 +56,13 @@ def test_gsm8k_test_and_math500_self_consistent():
     rows = gsm8k("test") + math("math500/test.jsonl.gz")
     assert len(rows) == 1319 + 500
     assert _self_failures(rows) == []
+
+
+def test_math500_shipped_answers_self_consistent():
+    # the `answer` field shipped with MATH-500 (the last box, the usual convention)
+    with gzip.open(ROOT / "math" / "math500" / "test.jsonl.gz", "rt") as f:
+        rows = [json.loads(line) for line in f]
+    assert [(r["unique_id"], r["answer"]) for r in rows if check(r["solution"], r["answer"]).score != 1.0] == []
 
 
 def test_gsm8k_reference_steps_are_almost_all_true():

@@ -28,7 +28,7 @@ from pathlib import Path
 from pipeline.config import DataConfig, RunConfig
 from pipeline.config.checks import DATASETS
 from pipeline.data.problems import FEW_SHOT_SOURCE, MIX, SYNTH, DataError, prepared_path
-from rewards.boxed import last_boxed
+from rewards.extract import reference_answer
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def normalise(dataset: str, split: str, index: int, row: dict) -> dict:
         return {"id": f"gsm8k/{split}/{index}", "source": "gsm8k", "split": split,
                 "question": row["question"], "answer": gsm8k_gold(solution), "solution": solution}
     solution = row["solution"]
-    gold = row.get("answer") or last_boxed(solution)
+    gold = row.get("answer") or reference_answer(solution)
     return {"id": row.get("unique_id") or f"{dataset}/{split}/{index}", "source": dataset, "split": split,
             "question": row["problem"], "answer": gold.strip() if gold else None, "solution": solution,
             "level": math_level(row.get("level")), "subject": row.get("subject") or row.get("type")}
@@ -159,7 +159,8 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 def _fingerprint(cfg: DataConfig, dataset: str) -> str:
     """Hash of everything the outputs of ``dataset`` depend on."""
     h = hashlib.sha256()
-    code = [Path(__file__), Path(inspect.getsourcefile(last_boxed))]
+    gold_code = Path(inspect.getsourcefile(reference_answer))  # rewards/statements.py (+ boxed.py)
+    code = [Path(__file__), gold_code, gold_code.with_name("boxed.py")]
     if dataset == SYNTH:
         code.append(Path(__file__).parent / "synth.py")
         h.update(json.dumps({k: v for k, v in asdict(cfg).items() if k.startswith("synth_")}).encode())

@@ -1,0 +1,221 @@
+"""Read the answer out of one short span of prose and math (the text after "The answer is",
+a `####` line, the box's surroundings, or the last sentence of a completion).
+
+The span is cut into tokens: math environments (`$...$`, `$$...$$`, `\\(...\\)`, `\\[...\\]`, the
+delimiters math-verify also reads), bare LaTeX commands, numbers (thousands commas, decimals,
+clock times, currency), operators, single letters and words. Math tokens next to each other
+form a *run*; runs joined only by `,` / `;` / "and" / "or" form a *group*, which is the answer
+(a list when it has several runs: "$x=2$ or $x=3$" is the answer {2, 3}).
+
+`read_span(span, first=True)` takes the first group (after a marker: "The answer is 18
+apples because ..."), `first=False` the last (a concluding sentence: "So she has 12 apples.").
+Words that change the meaning make the span state no single answer (`HEDGED`): a negation or
+comparison right before the answer ("is not 18", "at least 18"), a hedge anywhere in the
+sentence ("maybe", "could", "probably"), alternatives or conditions after it ("18 or 17",
+"18 (or 17 if ...)", "18 or more", "18?"). Linear-time regex tokenising of a capped span.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_SPAN = 2000  # characters read from a span; answers are far shorter
+HEDGED = "no single answer"
+
+_TOKEN = re.compile(r"""
+ (?P<env>\$\$[^$]{1,1500}\$\$|\\\[.{1,1500}?\\\]|\\\(.{1,800}?\\\)|(?<![\\\d])\$[^$\n]{1,500}\$(?!\d))
+|(?P<time>\b\d{1,2}:[0-5]\d(?:\s*[ap]\.?\s?m\.?)?(?![\d:]))
+|(?P<num>[$€£]?\d[\d,]*(?:\.\d+)?(?:\s*(?:\\%|%))?|[$€£]?\.\d+)
+|(?P<cmd>\\[A-Za-z]+|\\[{}%$,!; ])
+|(?P<word>[A-Za-z]{2,}(?:n't)?|[A-Za-z]+'[a-z]+)
+|(?P<letter>[A-Za-z])
+|(?P<ws>\s+)
+|(?P<end>[.!?](?=\s|$|\*|\)|\\\]))
+|(?P<op>[-+*/^=<>()\[\]{}|_'×÷−·≤≥≠√π°²³]|\\\\)
+|(?P<sep>[,;:&])
+|(?P<other>.)
+""", re.X | re.S)
+
+NEGATION = {"not", "no", "never", "isn't", "wasn't", "aren't", "isnt", "cannot", "can't", "won't",
+            "neither", "nor", "doesn't", "don't", "shouldn't", "wouldn't", "couldn't", "non"}
+HEDGES = {"maybe", "perhaps", "possibly", "probably", "might", "could", "either", "guess",
+          "unsure", "uncertain", "likely", "unlikely", "assuming", "suppose", "supposing"}
+COMPARISON = {"least", "most", "more", "less", "fewer", "greater", "smaller", "larger", "over",
+              "under", "above", "below", "between", "nearly", "almost", "than", "exceeds",
+              "exceed", "upto", "within", "except", "excluding"}
+# after the answer, these make it one of several or a different quantity ("18 or more")
+AFTER_BAD = (NEGATION | HEDGES | COMPARISON | {
+    "or", "if", "unless", "otherwise", "depending", "plus", "minus", "times", "divided",
+    "wrong", "incorrect", "false", "instead", "rather", "hundred", "thousand", "million",
+    "billion", "trillion", "dozen", "half", "quarter", "base", "mod", "modulo", "percent",
+    "squared", "cubed"})
+_JUSTIFY = {"because", "since", "as", "from", "which", "given", "using", "by", "so", "where",
+            "when", "after", "with", "for", "obtained", "found", "calculated", "computed"}
+_CONNECT = {"and", "or"}
+_MATH_KINDS = {"env", "time", "num", "cmd", "op"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The answer read from a span (None when there is none), or why there is no single one."""
+
+    answer: str | None
+    problem: str = ""  # "" or HEDGED
+
+
+@dataclass
+class _Run:
+    start: int  # token index
+    end: int    # token index, exclusive
+    text: str
+
+
+def tokens(span: str) -> list[tuple[str, str]]:
+    """(kind, text) tokens of a span (capped at MAX_SPAN characters); a math environment's
+    text is its content without the delimiters."""
+    out = []
+    for m in _TOKEN.finditer(span[:MAX_SPAN]):
+        kind, text = m.lastgroup, m.group()
+        if kind == "env":
+            cut = 2 if text[:2] in ("$$", "\\[", "\\(") else 1
+            text = " " + text[cut:len(text) - cut].strip().strip(",;.").strip() + " "
+        out.append((kind, text))
+    return out
+
+
+def env_spans(span: str) -> list[tuple[int, int]]:
+    """(start, end) of each math environment in a span (capped at MAX_SPAN characters)."""
+    return [m.span() for m in _TOKEN.finditer(span[:MAX_SPAN]) if m.lastgroup == "env"]
+
+
+def _is_math(toks: list[tuple[str, str]], i: int) -> bool:
+    kind, text = toks[i]
+    if kind in ("env", "time", "num", "cmd"):
+        return True
+    if kind == "op":
+        return True
+    if kind == "letter":
+        return _letter_is_math(toks, i)
+    return False
+
+
+def _letter_is_math(toks, i) -> bool:
+    """A single letter is a variable when glued to math (2x, f(x), (A)) or beside an operator
+    ("x = 5"); otherwise it is a word ("a", "I")."""
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(toks) and toks[j][0] in ("num", "op", "cmd"):
+            return True
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < len(toks) and toks[j][0] == "ws":
+            j += step
+        if 0 <= j < len(toks) and toks[j][0] == "op" and toks[j][1] in "=+-*/^<>≤≥≠×÷":
+            return True
+    return False
+
+
+def _runs(toks) -> list[_Run]:
+    """Maximal runs of math tokens (spaces inside a run are kept, at its ends dropped)."""
+    runs, i = [], 0
+    while i < len(toks):
+        if not _is_math(toks, i) or toks[i][1] in (")", "]", "}"):
+            i += 1
+            continue
+        j = i
+        while j < len(toks) and (_is_math(toks, j) or toks[j][0] == "ws" or
+                                 toks[j][0] == "sep" and toks[j][1] in ",:"):
+            j += 1
+        while j > i and (toks[j - 1][0] in ("ws", "sep") or toks[j - 1][1] in ("(", "[")):
+            j -= 1
+        text = _clean_run("".join(t[1] for t in toks[i:j]))
+        if text and any(toks[k][0] != "op" for k in range(i, j)):
+            runs.append(_Run(i, j, text))
+        i = max(j, i + 1)
+    return runs
+
+
+def _clean_run(text: str) -> str:
+    text = text.strip().strip(",;:").strip()
+    # drop one unbalanced bracket at either end: "(12" -> "12", "5)" -> "5"
+    for open_, close in (("(", ")"), ("[", "]"), ("{", "}")):
+        if text.startswith(open_) and text.count(open_) > text.count(close):
+            text = text[1:].strip()
+        if text.endswith(close) and text.count(close) > text.count(open_):
+            text = text[:-1].strip()
+    depth = 0
+    for c in text:
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return ""  # "1)(" is a fragment of something else (code, prose), not a value
+    return text if depth == 0 else ""
+
+
+def _groups(toks, runs: list[_Run]) -> list[list[_Run]]:
+    """Runs joined only by separators, spaces and and/or."""
+    groups: list[list[_Run]] = []
+    for run in runs:
+        if groups:
+            gap = toks[groups[-1][-1].end:run.start]
+            words = [t[1].lower() for t in gap if t[0] == "word"]
+            if all(t[0] in ("ws", "sep", "word") for t in gap) and len(words) <= 1 and \
+                    all(w in _CONNECT for w in words) and any(t[0] != "ws" for t in gap):
+                groups[-1].append(run)
+                continue
+        groups.append([run])
+    return groups
+
+
+def _words(toks) -> list[str]:
+    return [t[1].lower().replace("’", "'") for t in toks if t[0] in ("word", "letter")]
+
+
+def _clause_before(toks, i: int) -> list[tuple[str, str]]:
+    """Tokens from the last clause boundary (, ; : or a sentence end) up to token i."""
+    j = i
+    while j > 0 and toks[j - 1][0] not in ("sep", "end"):
+        j -= 1
+    return toks[j:i]
+
+
+def read_span(span: str, first: bool = True) -> Reading:
+    """The answer stated in `span` (see module docstring)."""
+    toks = tokens(span)
+    cut = next((k for k, t in enumerate(toks) if t[0] == "end" and k > 0), len(toks))
+    if first:
+        toks = toks[:cut + 1]  # the first sentence only
+    runs = _runs(toks)
+    if not runs:
+        return Reading(None)
+    groups = _groups(toks, runs)
+    group = groups[0] if first else groups[-1]
+    before, after = toks[:group[0].start], toks[group[-1].end:]
+    sentence_words = set(_words(toks))
+    if sentence_words & HEDGES:
+        return Reading(None, HEDGED)
+    if set(_words(_clause_before(toks, group[0].start))[-4:]) & (NEGATION | COMPARISON):
+        return Reading(None, HEDGED)
+    parts = [r.text for r in group]
+    if _bad_after(after, first, [r.text for r in runs if r.start >= group[-1].end], parts):
+        return Reading(None, HEDGED)
+    del before
+    return Reading(parts[0] if len(parts) == 1 else ", ".join(parts))
+
+
+def _bad_after(after, first: bool, later: list[str], answer: list[str]) -> bool:
+    """Words after the answer that make it a different or uncertain claim."""
+    if any(t[0] == "end" and t[1] == "?" for t in after):
+        return True
+    words = _words(after)
+    upto = len(words)
+    for k, w in enumerate(words):
+        if w in _JUSTIFY:
+            upto = k  # what follows is a reason, not part of the answer
+            break
+    if set(words[:upto]) & AFTER_BAD:
+        return True
+    if first and upto == len(words):
+        # another value right after the answer with no reason word between: "18 17", "18 (or 17)";
+        # the same value again ("51, then 51") changes nothing
+        return any(run not in answer for run in later)
+    return False

@@ -1,0 +1,192 @@
+"""Where a completion states its final answer, and what it says there.
+
+Policy (one for every style): the final answer is the completion's LAST answer statement.
+Answer statements are, in text order:
+- a box group: `\\boxed{}`/`\\fbox{}`, with boxes written side by side ("$\\boxed{1}$, $\\boxed{2}$
+  and $\\boxed{3}$") forming one answer, a list;
+- a `####` line (GSM8K);
+- an answer marker: "The (final) answer is", "Final Answer:", "**Answer:**", "Answer:", a
+  "Final Answer" heading, or "A:" opening a line (OpenAI's GSM8K samples).
+A statement that hedges, negates or offers alternatives ("The answer is not 18", "\\boxed{18}
+is wrong", "18 (or 17 if ...)", "could be 17, or maybe 18") states no single answer: the
+completion then has none (score 0), whatever it said earlier. Earlier statements are only
+intermediate results: MATH reference solutions box intermediate values before the final one,
+and "\\boxed{18}. Wait, that is wrong. The answer is 17." answers 17. A completion is graded on
+exactly one answer, so writing several cannot raise its reward.
+
+With no statement at all, the last sentence that contains math is read (its last math group),
+unless the text stops mid-sentence (a truncated completion states nothing) or that sentence
+hedges. Style "math" reads only math environments there; "gsm8k"/"auto" also plain numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rewards.answer_text import HEDGED, MAX_SPAN, Reading, env_spans, read_span, tokens
+from rewards.boxed import box_groups, boxes, group_answer, unclosed_after
+from rewards.equiv import EQUAL, equiv_status
+
+_MARKER = re.compile(
+    r"(?i:\b(?:the|my|our)\s+(?:(?:final|correct|right)\s+)?answer(?:\s*\*\*)?\s*"
+    r"(?:is|was|will\s+be|would\s+be|should\s+be)\b)"
+    r"|(?i:\bfinal\s+answer\b(?:\s*\*\*)?\s*(?:[:=]|is\b))"
+    r"|(?im:^[ \t>#*_]*(?:final\s+)?answer(?:\s*\*\*)?\s*:)"
+    r"|(?im:^[ \t#*]*final\s+answer[ \t*:]*$)"
+    r"|(?m:^[ \t*]*A:)")
+_SKIP = re.compile(r"(?:[\s:*]|\\\\)*")
+_BOX_NEXT = re.compile(r"(?:\$\$?|\\\[|\\\(|\s)*\\(?:boxed|fbox)(?![A-Za-z])")
+_SENTENCE_GAP = re.compile(r"\n[ \t]*\n")
+_TERMINAL = re.compile(r"(?:[.!?]|\$|\\\]|\\\)|\d|\*\*|\}|\))[\s\"'*)]*$")
+_BOX_CONTEXT = 200
+_OR = re.compile(r"\bor\b")
+_SAME_FORM_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One answer statement: `text[start:end]`, its kind, and what it says."""
+
+    start: int
+    end: int
+    kind: str  # "box", "####", "marker", "last sentence"
+    reading: Reading
+
+
+def statements(text: str) -> list[Statement]:
+    """Every answer statement in the text, in text order (see module docstring)."""
+    found: list[Statement] = []
+    all_boxes = boxes(text)
+    for group in box_groups(text, all_boxes):
+        found.append(Statement(group[0].start, group[-1].end, "box", _box_reading(text, group)))
+    spans = [(b.start, b.end) for b in all_boxes]
+    for m in re.finditer(r"####", text):
+        if _inside(m.start(), spans):
+            continue
+        line = text[m.end(): m.end() + MAX_SPAN].split("\n", 1)[0]
+        reading = read_span(line, first=True)
+        if reading.answer is not None or reading.problem:
+            found.append(Statement(m.start(), m.end() + len(line), "####", reading))
+    for m in _MARKER.finditer(text):
+        st = _marker_statement(text, m, spans)
+        if st is not None:
+            found.append(st)
+    found.sort(key=lambda s: s.start)
+    return found
+
+
+def _inside(pos: int, spans) -> bool:
+    return any(a <= pos < b for a, b in spans)
+
+
+def _marker_statement(text: str, m: re.Match, spans) -> Statement | None:
+    if _inside(m.start(), spans):
+        return None
+    start = _SKIP.match(text, m.end(), m.end() + 200).end()
+    if _BOX_NEXT.match(text, start, start + 200):
+        return None  # "The answer is $\boxed{5}$": the box is the statement
+    region = text[start: start + MAX_SPAN]
+    if "\n" in region and not region.startswith(("$$", "\\[")):
+        region = region.split("\n", 1)[0]
+    reading = read_span(region, first=True)
+    if reading.answer is None and not reading.problem:
+        return None  # "the answer is consistent with ...": prose, not a statement
+    if re.match(r"[^.!?\n]*\?", region):
+        return None  # "Is it a coincidence that the answer is 24?": a question states nothing
+    return Statement(m.start(), start + len(region), "marker", reading)
+
+
+def box_group_answer(text: str, group) -> str:
+    """The answer a box group states. Boxes joined by "or" that state the same value are one
+    answer written two ways (`\\boxed{x+11}$ or $\\boxed{11+x}`, `\\boxed{15\\frac{39}{40}}$ or
+    $\\boxed{\\frac{639}{40}}`): the repeats are dropped. Different values stay a list."""
+    if len(group) == 1 or not any(_OR.search(text, a.end, b.start) for a, b in zip(group, group[1:])):
+        return group_answer(text, group)
+    kept: list[str] = []
+    for box in group:
+        part = box.content(text).strip()
+        if not any(equiv_status(part, k, _SAME_FORM_TIMEOUT) == EQUAL for k in kept):
+            kept.append(part)
+    return ", ".join(kept)
+
+
+def _box_reading(text: str, group) -> Reading:
+    answer = box_group_answer(text, group)
+    if not answer:
+        return Reading(None)
+    before = text[max(0, group[0].start - _BOX_CONTEXT): group[0].start]
+    after = text[group[-1].end: group[-1].end + _BOX_CONTEXT]
+    if _BEFORE_BOX.search(before) or _AFTER_BOX.match(after):
+        return Reading(None, HEDGED)
+    return Reading(answer)
+
+
+# Only words that bear on the boxed value itself: "is not $\boxed{18}$", "maybe \boxed{18}";
+# "Sam did not work for $\boxed{6}$ days" and "at least $\boxed{9}$" state an answer.
+_BEFORE_BOX = re.compile(
+    r"(?:\b(?:not|never|maybe|perhaps|possibly|probably)|n't|\b(?:could|might|may)\s+be)"
+    r"(?:\s+(?:be|equal\s+to|equals?))?[\s$=(\\\[]*$", re.I)
+_VERDICT = r"(?:the\s+|an?\s+|my\s+|our\s+)?(?:(?:correct|right|final|true|valid)\s*)?(?:answer|solution|result)?"
+_AFTER_BOX = re.compile(
+    r"^[ \t$)\]\\]*(?:"
+    r"(?:(?:is|was|would\s+be|seems)\s+(?:not|n't)|isn't|wasn't)\s+" + _VERDICT + r"(?![a-z])"
+    r"|(?:is|was|would\s+be|seems)\s+(?:wrong|incorrect|false|invalid)"
+    r"|\(?\s*or\b(?!\s+else)|maybe|perhaps|possibly|probably|\?)", re.I)
+
+
+def reference_answer(solution: str) -> str | None:
+    """The gold answer of a reference solution: its last box group (boxes side by side form
+    one answer, equal forms joined by "or" count once). The MATH convention, `last_boxed`,
+    keeps only the last box of "$\\boxed{-2}$ and $\\boxed{1}$"."""
+    groups = box_groups(solution)
+    return box_group_answer(solution, groups[-1]) if groups else None
+
+
+def final_reading(text: str, style: str = "auto") -> tuple[Reading, str]:
+    """(what the final answer statement says, its kind), per the module's policy; kind is ""
+    when the text states nothing."""
+    found = statements(text)
+    if found:
+        last = found[-1]
+        if unclosed_after(text, last.end):
+            return Reading(None), "truncated box"
+        return last.reading, last.kind
+    if unclosed_after(text, 0):
+        return Reading(None), "truncated box"
+    return _last_sentence(text, style), "last sentence"
+
+
+def _last_sentence(text: str, style: str) -> Reading:
+    """The answer in the last sentence that has math (None for a truncated text)."""
+    tail = text[-MAX_SPAN:].rstrip()
+    if not tail or not _TERMINAL.search(tail[-20:]):
+        return Reading(None)  # stops mid-sentence: truncated, or not an answer
+    sentences = _split_sentences(tail)
+    for k, sentence in enumerate(reversed(sentences)):
+        if k >= 3:
+            break
+        toks = tokens(sentence)
+        if style == "math" and not any(t[0] == "env" for t in toks):
+            if any(c.isdigit() for c in sentence):
+                return Reading(None)
+            continue
+        reading = read_span(sentence, first=False)
+        if reading.answer is not None or reading.problem:
+            return reading
+        if any(c.isdigit() for c in sentence):
+            return Reading(None)
+    return Reading(None)
+
+
+def _split_sentences(tail: str) -> list[str]:
+    """Sentences of the tail: split at blank lines and at sentence ends outside math."""
+    math = env_spans(tail)
+    out, start = [], 0
+    for m in re.finditer(r"(?:[.!?](?=\s)|\n[ \t]*\n)", tail):
+        if _inside(m.start(), math):
+            continue
+        out.append(tail[start:m.end()])
+        start = m.end()
+    out.append(tail[start:])
+    return [s for s in out if s.strip()]
