@@ -7,6 +7,7 @@
         # reasons, writes one result per line to OUT (default FILE.scored.jsonl)
     python -m rewards to-verl data/prepared/gsm8k/train.jsonl ... [--out-dir DIR]
         # prepared JSONL -> verl parquet next to it (or DIR/<dataset>/<split>.parquet); needs pyarrow
+    python -m rewards redteam [--limit N] [--per-base K]   # the hack-finding loop (rewards.redteam)
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def _to_verl(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["redteam"]:
+        from rewards.redteam import main as redteam
+
+        return redteam(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m rewards", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("equiv", help="are two final answers equivalent?")
@@ -100,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instruction", default=None,
                    help="text after each question (default: mathrl's template for the answer style)")
     p.set_defaults(fn=_to_verl)
+    sub.add_parser("redteam", help="mutate completions and report rewards paid without the gold (rewards.redteam)")
     args = parser.parse_args(argv)
     return args.fn(args)
 

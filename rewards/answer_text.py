@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rewards.forms import is_name
+
 MAX_SPAN = 2000  # characters read from a span; answers are far shorter
 HEDGED = "no single answer"
 
@@ -27,10 +29,10 @@ _TOKEN = re.compile(r"""
  (?P<env>\$\$[^$]{1,1500}\$\$|\\\[.{1,1500}?\\\]|\\\(.{1,800}?\\\)|(?<![\\\d])\$[^$\n]{1,500}\$(?!\d))
 |(?P<time>\b\d{1,2}:[0-5]\d(?:\s*[ap]\.?\s?m\.?)?(?![\d:]))
 |(?P<num>[$€£]?\d[\d,]*(?:\.\d+)?(?:\s*(?:\\%|%))?|[$€£]?\.\d+)
-|(?P<cmd>\\[A-Za-z]+|\\[{}%$,!; ])
+|(?P<cmd>\\(?:text|mathrm|textbf|mbox|textit|operatorname)\s*\{[^{}\n]{0,200}\}|\\(?:begin|end)\{[A-Za-z*]{1,20}\}|\\[A-Za-z]+|\\[{}%$,!; ])
 |(?P<word>[A-Za-z]{2,}(?:n't)?|[A-Za-z]+'[a-z]+)
 |(?P<letter>[A-Za-z])
-|(?P<ws>\s+)
+|(?P<ws>\s+|\*\*|__)
 |(?P<end>[.!?](?=\s|$|\*|\)|\\\]))
 |(?P<op>[-+*/^=<>()\[\]{}|_'×÷−·≤≥≠√π°²³]|\\\\)
 |(?P<sep>[,;:&])
@@ -45,11 +47,11 @@ COMPARISON = {"least", "most", "more", "less", "fewer", "greater", "smaller", "l
               "under", "above", "below", "between", "nearly", "almost", "than", "exceeds",
               "exceed", "upto", "within", "except", "excluding"}
 # after the answer, these make it one of several or a different quantity ("18 or more")
-AFTER_BAD = (NEGATION | HEDGES | COMPARISON | {
-    "or", "if", "unless", "otherwise", "depending", "plus", "minus", "times", "divided",
-    "wrong", "incorrect", "false", "instead", "rather", "hundred", "thousand", "million",
-    "billion", "trillion", "dozen", "half", "quarter", "base", "mod", "modulo", "percent",
-    "squared", "cubed"})
+AFTER_BAD = (NEGATION | HEDGES | {
+    "or", "if", "unless", "otherwise", "depending", "plus", "minus", "times", "divided", "than",
+    "least", "most", "nearly", "almost", "wrong", "incorrect", "false", "instead", "rather",
+    "hundred", "thousand", "million", "billion", "trillion", "dozen", "half", "quarter", "base",
+    "mod", "modulo", "percent", "squared", "cubed"})
 _JUSTIFY = {"because", "since", "as", "from", "which", "given", "using", "by", "so", "where",
             "when", "after", "with", "for", "obtained", "found", "calculated", "computed"}
 _CONNECT = {"and", "or"}
@@ -136,19 +138,26 @@ def _runs(toks) -> list[_Run]:
 
 
 def _clean_run(text: str) -> str:
+    text = re.sub(r"\s+,", ",", re.sub(r"\s+", " ", text))
     text = text.strip().strip(",;:").strip()
-    # drop one unbalanced bracket at either end: "(12" -> "12", "5)" -> "5"
-    for open_, close in (("(", ")"), ("[", "]"), ("{", "}")):
-        if text.startswith(open_) and text.count(open_) > text.count(close):
-            text = text[1:].strip()
-        if text.endswith(close) and text.count(close) > text.count(open_):
-            text = text[:-1].strip()
+    text = re.sub(r"^(?:=|:|\\approx|≈)\s*", "", text).strip()
+    # drop one unbalanced bracket at either end: "(12" -> "12", "5)" -> "5"; intervals
+    # mix bracket kinds ("(a, b]"), so only the total count matters
+    depth = _depth(text)
+    if depth > 0 and text[:1] in "([{":
+        text = text[1:].strip()
+    elif depth < 0 and text[-1:] in ")]}":
+        text = text[:-1].strip()
     depth = 0
     for c in text:
         depth += (c in "([{") - (c in ")]}")
         if depth < 0:
             return ""  # "1)(" is a fragment of something else (code, prose), not a value
     return text if depth == 0 else ""
+
+
+def _depth(text: str) -> int:
+    return sum((c in "([{") - (c in ")]}") for c in text)
 
 
 def _groups(toks, runs: list[_Run]) -> list[list[_Run]]:
@@ -170,36 +179,41 @@ def _words(toks) -> list[str]:
     return [t[1].lower().replace("’", "'") for t in toks if t[0] in ("word", "letter")]
 
 
-def _clause_before(toks, i: int) -> list[tuple[str, str]]:
-    """Tokens from the last clause boundary (, ; : or a sentence end) up to token i."""
-    j = i
-    while j > 0 and toks[j - 1][0] not in ("sep", "end"):
-        j -= 1
-    return toks[j:i]
-
-
 def read_span(span: str, first: bool = True) -> Reading:
-    """The answer stated in `span` (see module docstring)."""
+    """The answer stated in `span` (see module docstring). With `first=False` the last group
+    that is more than names is read ("... is 13, where $y$ is small relative to $x$")."""
     toks = tokens(span)
     cut = next((k for k, t in enumerate(toks) if t[0] == "end" and k > 0), len(toks))
     if first:
         toks = toks[:cut + 1]  # the first sentence only
     runs = _runs(toks)
-    if not runs:
-        return Reading(None)
     groups = _groups(toks, runs)
+    if not first:
+        groups = [g for g in groups if not all(is_name(re.sub(r"\s+", "", r.text)) for r in g)]
+    if not groups:
+        return Reading(None)
     group = groups[0] if first else groups[-1]
-    before, after = toks[:group[0].start], toks[group[-1].end:]
-    sentence_words = set(_words(toks))
-    if sentence_words & HEDGES:
+    if set(_words(toks)) & HEDGES:
         return Reading(None, HEDGED)
-    if set(_words(_clause_before(toks, group[0].start))[-4:]) & (NEGATION | COMPARISON):
+    if _negated_before(toks, runs, group[0].start):
         return Reading(None, HEDGED)
     parts = [r.text for r in group]
-    if _bad_after(after, first, [r.text for r in runs if r.start >= group[-1].end], parts):
+    if _bad_after(toks[group[-1].end:], first, [r.text for r in runs if r.start >= group[-1].end], parts):
         return Reading(None, HEDGED)
-    del before
     return Reading(parts[0] if len(parts) == 1 else ", ".join(parts))
+
+
+_FILLER = {"is", "are", "was", "be", "equal", "equals", "to", "exactly", "then", "just", "simply"}
+
+
+def _negated_before(toks, runs: list[_Run], start: int) -> bool:
+    """A negation or comparison bearing on the answer: among the last words before it (after
+    the previous math and the clause start), fillers like "is"/"equal to" skipped."""
+    j = start
+    while j > 0 and toks[j - 1][0] not in ("sep", "end") and not any(r.end == j for r in runs):
+        j -= 1
+    words = [w for w in _words(toks[j:start]) if w not in _FILLER]
+    return bool(set(words[-2:]) & (NEGATION | COMPARISON))
 
 
 def _bad_after(after, first: bool, later: list[str], answer: list[str]) -> bool:

@@ -5,8 +5,8 @@ Order of work, the same for both arguments (so the verdict never depends on thei
    left-hand side that only names the quantity is dropped (`x = 5`, `f(x) = 2x+3`, `|AB| = 1`,
    `(p,q) = (3,2)` are 5, 2x+3, 1, (3,2)). In a chain `a = b = c` every link is a claim that must
    hold; the answer is the last part (`\\frac{28}{4} = 7` is 7, `1^\\circ = 2 = 7` equals nothing).
-   An equation whose left side is an expression (`2x - y = 0`) stays an equation, and an
-   equation never equals a value.
+   An equation whose left side is an expression (`2x - y = 0`, `x^3 = 12`) stays an
+   equation, and an equation never equals a value.
 2. Normalised strings (`rewards.normalize`): equal strings, numbers, and lists/tuples/intervals
    of numbers are decided there with exact `Fraction` arithmetic.
 3. Text answers compare as text: words are never products of letters (`seat` != `east`), and
@@ -45,7 +45,7 @@ _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _ENV_NAME = re.compile(r"\\(?:begin|end)\{[A-Za-z*]*\}")
 _SHORT_WORDS = {"yes", "odd", "all", "any", "one", "two", "six", "ten", "not", "and", "the", "are",
                 "was", "is", "or", "no", "none", "more", "less"}
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*\\?%")
+_PERCENT = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*\\?%")
 _TEXT_GROUP = re.compile(r"\\text\{([^{}]*)\}")
 _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "ln", "log", "exp", "sqrt", "arcsin",
               "arccos", "arctan", "sinh", "cosh", "tanh", "lim", "max", "min", "gcd", "lcm", "det",
@@ -56,6 +56,7 @@ _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "ln", "log", "exp", "sqr
 class _Resolved:
     value: str
     claims: list[tuple[str, str]] = field(default_factory=list)
+
 
 
 def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
@@ -117,7 +118,7 @@ def _resolve_item(item: str) -> _Resolved | None:
     if is_name(parts[0]):
         return _Resolved(parts[-1], list(zip(exact[1:], exact[2:])))
     if len(parts) == 2 and not is_closed(parts[0]):
-        return _Resolved("=".join(parts))  # an equation, e.g. 2x - y = 0
+        return _Resolved("=".join(parts))  # an equation (2x - y = 0, x^3 = 12): never a value
     return _Resolved(parts[-1], list(zip(exact, exact[1:])))
 
 
@@ -126,6 +127,8 @@ def _compare(a: str, b: str, deadline: float) -> str:
     verdict = fast_equiv(a, b)
     if verdict is not None:
         return EQUAL if verdict else NOT_EQUAL
+    if "?" in a or "?" in b:
+        return NOT_EQUAL  # "9?" asks, it does not answer
     verdict = _text_verdict(a, b)
     if verdict is not None:
         return EQUAL if verdict else NOT_EQUAL

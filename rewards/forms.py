@@ -24,6 +24,9 @@ _NAME_COMMANDS = {
     "\\csc", "\\cot", "\\log", "\\ln", "\\measuredangle", "\\widehat", "\\mathbf", "\\boldsymbol",
     "\\|", "\\lvert", "\\rvert", "\\lVert", "\\rVert", "\\prime", "\\arcsin", "\\arccos", "\\arctan",
     "\\det", "\\max", "\\min", "\\gcd", "\\operatorname"}
+_NOT_NAME_WORDS = {"not", "no", "never", "or", "maybe", "perhaps", "possibly", "probably", "approx",
+                   "approximately", "about", "least", "most", "than", "more", "less", "minus", "plus",
+                   "wrong", "false", "isnt", "ne", "neq", "le", "ge", "leq", "geq", "lt", "gt", "sim"}
 _CMD = re.compile(r"\\[A-Za-z]+|\\\|")
 _CLOSED_COMMANDS = {"\\frac", "\\sqrt", "\\pi", "\\cdot", "\\times", "\\div", "\\sin", "\\cos",
                     "\\tan", "\\sec", "\\csc", "\\cot", "\\ln", "\\log", "\\exp", "\\infty"}
@@ -36,6 +39,8 @@ def is_name(s: str) -> bool:
         return False
     if any(cmd not in _NAME_COMMANDS for cmd in _CMD.findall(s)):
         return False
+    if {w.lower() for w in re.findall(r"[A-Za-z]{2,}", s)} & _NOT_NAME_WORDS:
+        return False  # "\\text{not } x": a claim about x, not a name
     if s[0] == "(" and s[-1] == ")" and _balanced(s[1:-1]):
         parts = _split_top(s[1:-1], ",")
         return len(parts) > 1 and all(is_name(p) for p in parts)
@@ -100,35 +105,42 @@ def _balanced(s: str) -> bool:
     return depth == 0
 
 
-_LT = r"(?:<|\\lt|\\le(?:q|qslant)?|\\leqq|≤|<=)"
-_GT = r"(?:>|\\gt|\\ge(?:q|qslant)?|\\geqq|≥|>=)"
-_VAR = r"(?:[A-Za-z]|\\[a-z]+)(?:_\{?\w+\}?)?"
-_BOUND = r"(?:[-+]?(?:[\d.]+|\\frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\\pi|\\infty|[\d.]*\\sqrt\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\}\\pi)+)"
-_REL = re.compile(rf"^(?:({_BOUND})({_LT}|{_GT}))?\s*({_VAR})\s*({_LT}|{_GT})({_BOUND})$")
-_REL_LEFT = re.compile(rf"^({_BOUND})({_LT}|{_GT})\s*({_VAR})$")
+_REL_OP = re.compile(r"<=|>=|≤|≥|<|>|\\(?:leqslant|geqslant|leqq|geqq|leq|geq|le|ge|lt|gt)(?![A-Za-z])")
+_VAR = re.compile(r"(?:[A-Za-z]|\\[a-z]+)(?:_\{?\w+\}?)?")
+_BOUND = re.compile(r"[-+]?(?:[\d.]|\\frac|\\sqrt|\\pi|\\infty|\\cdot|[{}])+")
 
 
 def inequality_interval(s: str) -> str | None:
-    """`a\\le x<b` -> "[a,b)", `x\\ge a` -> "[a,\\infty)", `a<x` -> "(a,\\infty)"; None otherwise."""
-    m = _REL.match(s)
-    if m:
-        lo, rel1, _var, rel2, hi = m.groups()
-        if lo is None:
-            return _one_sided(hi, rel2, var_on_left=True)
+    """`a\\le x<b` -> "[a,b)", `x\\ge a` -> "[a,\\infty)", `a<x` -> "(a,\\infty)"; None otherwise.
+    Split at the relation signs (no regex backtracking), then each part is checked alone."""
+    if len(s) > 200:
+        return None
+    ops = list(_REL_OP.finditer(s))
+    if not 1 <= len(ops) <= 2:
+        return None
+    parts = [s[:ops[0].start()]] + [s[a.end():b.start()] for a, b in zip(ops, ops[1:])] + [s[ops[-1].end():]]
+    parts = [p.strip() for p in parts]
+    rels = [m.group() for m in ops]
+    if len(parts) == 3:
+        lo, var, hi = parts
+        if not (_BOUND.fullmatch(lo) and _VAR.fullmatch(var) and _BOUND.fullmatch(hi)):
+            return None
+        rel1, rel2 = rels
         if _is_lt(rel1) != _is_lt(rel2):
             return None  # "a < x > b" is not an interval
         if not _is_lt(rel1):
             lo, hi, rel1, rel2 = hi, lo, rel2, rel1
         return f"{'(' if _strict(rel1) else '['}{lo},{hi}{')' if _strict(rel2) else ']'}"
-    m = _REL_LEFT.match(s)
-    if m:
-        bound, rel, _var = m.groups()
-        return _one_sided(bound, rel, var_on_left=False)
+    left, right = parts
+    if _VAR.fullmatch(left) and _BOUND.fullmatch(right):
+        return _one_sided(right, rels[0], var_on_left=True)
+    if _BOUND.fullmatch(left) and _VAR.fullmatch(right):
+        return _one_sided(left, rels[0], var_on_left=False)
     return None
 
 
 def _is_lt(rel: str) -> bool:
-    return bool(re.fullmatch(_LT, rel))
+    return rel in ("<", "<=", "≤") or rel.startswith(("\\le", "\\lt"))
 
 
 def _strict(rel: str) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rewards.answer_text import AFTER_BAD
+from rewards.answer_text import AFTER_BAD, COMPARISON
 from rewards.forms import clock_time, inequality_interval, is_name
 
 MAX_FAST_LEN = 4000  # longer answers are only compared as strings (no real answer is this long)
@@ -52,6 +52,7 @@ _BARE_JOINER = re.compile(r"\s+(?:and|or)\s+|,\s*(?:and|or)\s+")
 _PERCENT_WORD = re.compile(r"\s*(?:\\text\{\s*)?(?:percent|per\s+cent)\s*\}?", re.I)
 _DEGREE_WORD = re.compile(r"\s*(?:\\text\{\s*)?degrees?\s*\}?\s*$", re.I)
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
+_TEXT_SPACE = re.compile(r"\\text\s+\{")
 _UNIT_TAIL = re.compile(
     r"(?:\s*(?:\\text\{[^{}]*\}|(?<=\s)[A-Za-z]{2,}\.?|\^\{?-?\d\}?|/|\.(?=\s|$)))+$")
 _CMD_SPACE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
@@ -66,12 +67,12 @@ _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SPACE_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
 _MIXED_SPACE = re.compile(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])")
 _JUXTAPOSED = re.compile(r"(?<=[\d}])\s+(?=\d)")
-_DEGREE = re.compile(r"(\d+(?:\.\d+)?|\{[^{}]*\})\s*\^\s*\\circ")
+_DEGREE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?|\{[^{}]*\})\s*\^\s*\\circ")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot|arc)")
 _CHOICE = re.compile(r"^(?:\(?([A-Z])\)?|\(([a-e])\))$")
 _NUMBER_WORDS = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
                  "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "hundredth", "tenth", "th"}
-_UNIT_STOP = AFTER_BAD | _NUMBER_WORDS | {"is", "are", "was", "were", "the", "answer", "and", "it", "this",
+_UNIT_STOP = AFTER_BAD | COMPARISON | _NUMBER_WORDS | {"up", "down", "is", "are", "was", "were", "the", "answer", "and", "it", "this",
                           "that", "be", "a", "an", "of", "so", "then", "equals", "equal", "what"}
 
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
@@ -94,6 +95,7 @@ def clean(s: str) -> str:
     s = _BACKSLASH_SPACE.sub(" ", s)
     for old, new in _REPLACE:
         s = s.replace(old, new)
+    s = _TEXT_SPACE.sub(r"\\text{", s)
     s = _PERCENT_WORD.sub("%", s)
     s = _DEGREE_WORD.sub(lambda m: "^\\circ", s)
     s = s.strip().rstrip(".").strip()

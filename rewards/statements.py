@@ -21,10 +21,11 @@ hedges. Style "math" reads only math environments there; "gsm8k"/"auto" also pla
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
-from rewards.answer_text import HEDGED, MAX_SPAN, Reading, env_spans, read_span, tokens
+from rewards.answer_text import HEDGED, HEDGES, MAX_SPAN, Reading, env_spans, read_span, tokens
 from rewards.boxed import box_groups, boxes, group_answer, unclosed_after
 from rewards.equiv import EQUAL, equiv_status
 
@@ -36,10 +37,14 @@ _MARKER = re.compile(
     r"|(?im:^[ \t#*]*final\s+answer[ \t*:]*$)"
     r"|(?m:^[ \t*]*A:)")
 _SKIP = re.compile(r"(?:[\s:*]|\\\\)*")
-_BOX_NEXT = re.compile(r"(?:\$\$?|\\\[|\\\(|\s)*\\(?:boxed|fbox)(?![A-Za-z])")
+_BOX_NEXT = re.compile(r"(?:\$|\\\[|\\\(|\s)*\\(?:boxed|fbox)(?![A-Za-z])")
 _SENTENCE_GAP = re.compile(r"\n[ \t]*\n")
-_TERMINAL = re.compile(r"(?:[.!?]|\$|\\\]|\\\)|\d|\*\*|\}|\))[\s\"'*)]*$")
+# the end of a complete text: a sentence end or a closed math block, not a bare number (a
+# completion cut off after "... 3 * 6 = 18" states nothing)
+_TERMINAL = re.compile(r"(?:[.!?]|\$|\\\]|\\\)|\*\*)[\s\"'*)]*$")
+_LATER = 600
 _BOX_CONTEXT = 200
+_MAX_TRIES = 20  # markers and #### lines read from the end (a hostile text may hold thousands)
 _OR = re.compile(r"\bor\b")
 _SAME_FORM_TIMEOUT = 2.0
 
@@ -54,35 +59,49 @@ class Statement:
     reading: Reading
 
 
-def statements(text: str) -> list[Statement]:
-    """Every answer statement in the text, in text order (see module docstring)."""
-    found: list[Statement] = []
+def final_statement(text: str) -> Statement | None:
+    """The last answer statement in the text (see module docstring), or None. Candidates are
+    taken from the end backwards and the search stops as soon as none can come later, so the
+    cost is one linear scan plus reading a few short spans, whatever the text holds."""
     all_boxes = boxes(text)
-    for group in box_groups(text, all_boxes):
-        found.append(Statement(group[0].start, group[-1].end, "box", _box_reading(text, group)))
-    spans = [(b.start, b.end) for b in all_boxes]
-    for m in re.finditer(r"####", text):
-        if _inside(m.start(), spans):
+    groups = box_groups(text, all_boxes)
+    best = None
+    if groups:
+        group = groups[-1]
+        best = Statement(group[0].start, group[-1].end, "box", _box_reading(text, group))
+    starts = [b.start for b in all_boxes]
+    ends = [b.end for b in all_boxes]
+    for m in reversed(list(re.finditer(r"####", text))[-_MAX_TRIES:]):
+        if best is not None and m.start() < best.start:
+            break
+        if _inside(m.start(), starts, ends):
             continue
         line = text[m.end(): m.end() + MAX_SPAN].split("\n", 1)[0]
         reading = read_span(line, first=True)
         if reading.answer is not None or reading.problem:
-            found.append(Statement(m.start(), m.end() + len(line), "####", reading))
-    for m in _MARKER.finditer(text):
-        st = _marker_statement(text, m, spans)
+            best = Statement(m.start(), m.end() + len(line), "####", reading)
+            break
+    for m in reversed(list(_MARKER.finditer(text))[-_MAX_TRIES:]):
+        if best is not None and m.start() < best.start:
+            break
+        st = _marker_statement(text, m, starts, ends)
         if st is not None:
-            found.append(st)
-    found.sort(key=lambda s: s.start)
-    return found
+            best = st
+            break
+    return best
 
 
-def _inside(pos: int, spans) -> bool:
-    return any(a <= pos < b for a, b in spans)
+def _inside(pos: int, starts: list[int], ends: list[int]) -> bool:
+    k = bisect.bisect_right(starts, pos) - 1
+    return k >= 0 and pos < ends[k]
 
 
-def _marker_statement(text: str, m: re.Match, spans) -> Statement | None:
-    if _inside(m.start(), spans):
+def _marker_statement(text: str, m: re.Match, starts, ends) -> Statement | None:
+    if _inside(m.start(), starts, ends):
         return None
+    lead = re.split(r"[.!?]\s|\n", text[max(0, m.start() - _BOX_CONTEXT): m.start()])[-1]
+    if _MARKER_HEDGE.search(lead):  # "Maybe the answer is 18", "I don't think the answer is"
+        return Statement(m.start(), m.end(), "marker", Reading(None, HEDGED))
     start = _SKIP.match(text, m.end(), m.end() + 200).end()
     if _BOX_NEXT.match(text, start, start + 200):
         return None  # "The answer is $\boxed{5}$": the box is the statement
@@ -94,7 +113,17 @@ def _marker_statement(text: str, m: re.Match, spans) -> Statement | None:
         return None  # "the answer is consistent with ...": prose, not a statement
     if re.match(r"[^.!?\n]*\?", region):
         return None  # "Is it a coincidence that the answer is 24?": a question states nothing
-    return Statement(m.start(), start + len(region), "marker", reading)
+    return Statement(m.start(), start + _sentence_end(region), "marker", reading)
+
+
+def _sentence_end(region: str) -> int:
+    """Length of the first sentence of a region (sentence ends inside math do not count)."""
+    math = env_spans(region)
+    starts, ends = [a for a, _ in math], [b for _, b in math]
+    for m in re.finditer(r"[.!?](?=\s|$)", region):
+        if not _inside(m.start(), starts, ends):
+            return m.end()
+    return len(region)
 
 
 def box_group_answer(text: str, group) -> str:
@@ -128,8 +157,11 @@ _BEFORE_BOX = re.compile(
     r"(?:\b(?:not|never|maybe|perhaps|possibly|probably)|n't|\b(?:could|might|may)\s+be)"
     r"(?:\s+(?:be|equal\s+to|equals?))?[\s$=(\\\[]*$", re.I)
 _VERDICT = r"(?:the\s+|an?\s+|my\s+|our\s+)?(?:(?:correct|right|final|true|valid)\s*)?(?:answer|solution|result)?"
+_MARKER_HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|possibly|probably|not|never|if|unless|whether|suppose|guess)\b|n't\b", re.I)
 _AFTER_BOX = re.compile(
-    r"^[ \t$)\]\\]*(?:"
+    r"^[ \t$)\]\\]*(?:[ \t$]*-?\d[\d.,]*[ \t$]*(?:\.?[ \t]*$|\.?[ \t]*\n)"  # a bare value after: "\\boxed{120} 121"
+    r"|"
     r"(?:(?:is|was|would\s+be|seems)\s+(?:not|n't)|isn't|wasn't)\s+" + _VERDICT + r"(?![a-z])"
     r"|(?:is|was|would\s+be|seems)\s+(?:wrong|incorrect|false|invalid)"
     r"|\(?\s*or\b(?!\s+else)|maybe|perhaps|possibly|probably|\?)", re.I)
@@ -146,22 +178,39 @@ def reference_answer(solution: str) -> str | None:
 def final_reading(text: str, style: str = "auto") -> tuple[Reading, str]:
     """(what the final answer statement says, its kind), per the module's policy; kind is ""
     when the text states nothing."""
-    found = statements(text)
-    if found:
-        last = found[-1]
+    last = final_statement(text)
+    if last is not None:
         if unclosed_after(text, last.end):
             return Reading(None), "truncated box"
+        if last.reading.answer is not None and _hedged_later(text[last.end: last.end + _LATER]):
+            return Reading(None, HEDGED), last.kind
         return last.reading, last.kind
     if unclosed_after(text, 0):
         return Reading(None), "truncated box"
     return _last_sentence(text, style), "last sentence"
 
 
+def _hedged_later(rest: str) -> bool:
+    """After the final statement, a sentence that offers another value as a possibility:
+    "\\boxed{18}. Or maybe 17.", "Perhaps 17.", "It could also be 17." (discussion after the
+    answer - "we could also have paired ...", "(or else J would have ...)" - is fine)."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n\s*\n", rest)[:3]:
+        if _LATER_HEDGE.match(sentence) and re.search(r"\d|\\frac|\\sqrt|\$", sentence):
+            return True
+    return False
+
+
+_LATER_HEDGE = re.compile(
+    r"^[\s$.)\]]*(?:\(?\s*or\s+(?:maybe\s+|perhaps\s+)?(?:it\s+is\s+|the\s+answer\s+is\s+)?[-$\\\d(]"
+    r"|maybe\b|perhaps\b|possibly\b|probably\b"
+    r"|(?:it|the\s+answer)\s+(?:could|might|may)\s+(?:also\s+)?be\b)", re.I)
+
+
 def _last_sentence(text: str, style: str) -> Reading:
     """The answer in the last sentence that has math (None for a truncated text)."""
     tail = text[-MAX_SPAN:].rstrip()
-    if not tail or not _TERMINAL.search(tail[-20:]):
-        return Reading(None)  # stops mid-sentence: truncated, or not an answer
+    if not tail or not _TERMINAL.search(tail[-20:]) or _open_math(tail):
+        return Reading(None)  # stops mid-sentence (or inside math): truncated, or not an answer
     sentences = _split_sentences(tail)
     for k, sentence in enumerate(reversed(sentences)):
         if k >= 3:
@@ -179,12 +228,22 @@ def _last_sentence(text: str, style: str) -> Reading:
     return Reading(None)
 
 
+def _open_math(tail: str) -> bool:
+    """Does the text end inside a `$...` that never closes (currency "$10" aside)?"""
+    spans = env_spans(tail)
+    last = max((m.start() for m in re.finditer(r"(?<!\\)\$", tail)), default=-1)
+    if last < 0 or any(a <= last < b for a, b in spans):
+        return False
+    return bool(re.search(r"[\\{^_]", tail[last + 1:]))
+
+
 def _split_sentences(tail: str) -> list[str]:
     """Sentences of the tail: split at blank lines and at sentence ends outside math."""
     math = env_spans(tail)
+    starts, ends = [a for a, _ in math], [b for _, b in math]
     out, start = [], 0
     for m in re.finditer(r"(?:[.!?](?=\s)|\n[ \t]*\n)", tail):
-        if _inside(m.start(), math):
+        if _inside(m.start(), starts, ends):
             continue
         out.append(tail[start:m.end()])
         start = m.end()

@@ -15,8 +15,31 @@ EXTRACT = [
     ("#### $1,000", "gsm8k", "1000"),
     ("The answer is 42.", "gsm8k", "42"),
     ("The answer is: -3", "auto", "-3"),
-    ("She has 5 apples and then buys 7 more, so 12", "gsm8k", "12"),  # no marker: last number
+    ("She has 5 apples and then buys 7 more, so 12.", "gsm8k", "12"),  # no marker: last sentence
+    ("She has 5 apples and then buys 7 more, so 12", "gsm8k", None),   # cut off mid-sentence
     ("no numbers at all", "gsm8k", None),
+    ("So the area is $\\frac{8\\pi}{5}$ square units.", "math", "\\frac{8\\pi}{5}"),  # not "5"
+    ("Thus the solutions are $x = -1$, $x = 2$, and $x = -2$.", "auto", "x = -1, x = 2, x = -2"),
+    ("Therefore, $x \\geq 5$ is the solution.", "auto", "x \\geq 5"),
+    ("We get $14{,}916$.", "auto", "14{,}916"),
+    ("The answer is: (-1,6).", "auto", "(-1,6)"),                       # a pair, not -16
+    ("A: 90,000", "gsm8k", "90000"),
+    # the last answer statement wins, in every style
+    ("\\boxed{18}. Wait, that is wrong. The answer is 17.", "math", "17"),
+    ("#### 18\nActually \\boxed{17}", "gsm8k", "17"),
+    ("The answer is $\\boxed{5}$. #### 7", "gsm8k", "7"),
+    ("The answer is $\\boxed{5}$. #### 7", "math", "7"),
+    # several boxes side by side are one answer; "or" between equal forms counts once
+    ("$\\boxed{1}$, $\\boxed{2}$ and $\\boxed{3}$", "auto", "1, 2, 3"),
+    ("$\\boxed{x+11}$ or $\\boxed{11+x}$", "auto", "x+11"),
+    # hedges, negations, alternatives: no single answer
+    ("The answer is not 18.", "auto", None),
+    ("#### 18 (or 17 if you count differently)", "gsm8k", None),
+    ("It could be 17, or maybe it is 18.", "gsm8k", None),
+    ("\\boxed{18} is not the answer.", "math", None),
+    ("\\boxed{18}. Or maybe 17.", "math", None),
+    ("Maybe the answer is 18.", "auto", None),
+    ("\\boxed{17} \\boxed{18", "math", None),                          # the final box never closes
     ("so $x = \\boxed{\\frac{1}{2}}$.", "math", "\\frac{1}{2}"),
     ("\\boxed{1} then \\boxed{\\{1, \\{2\\}\\}}", "math", "\\{1, \\{2\\}\\}"),
     ("\\fbox{7}", "auto", "7"),
