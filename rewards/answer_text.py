@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rewards.forms import is_name
 
 MAX_SPAN = 2000  # characters read from a span; answers are far shorter
 HEDGED = "no single answer"
@@ -55,6 +54,7 @@ AFTER_BAD = (NEGATION | HEDGES | {
 _JUSTIFY = {"because", "since", "as", "from", "which", "given", "using", "by", "so", "where",
             "when", "after", "with", "for", "obtained", "found", "calculated", "computed"}
 _CONNECT = {"and", "or"}
+_VARIABLE = re.compile(r"\(?(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?'*\)?")
 _MATH_KINDS = {"env", "time", "num", "cmd", "op"}
 
 
@@ -188,8 +188,8 @@ def read_span(span: str, first: bool = True) -> Reading:
         toks = toks[:cut + 1]  # the first sentence only
     runs = _runs(toks)
     groups = _groups(toks, runs)
-    if not first:
-        groups = [g for g in groups if not all(is_name(re.sub(r"\s+", "", r.text)) for r in g)]
+    if not first:  # "... is 13, where $y$ is small relative to $x$": variables are not answers
+        groups = [g for g in groups if not all(_VARIABLE.fullmatch(re.sub(r"\s+", "", r.text)) for r in g)]
     if not groups:
         return Reading(None)
     group = groups[0] if first else groups[-1]

@@ -42,6 +42,7 @@ _MAX_NESTING = 30  # real answers nest brackets a few levels; sympy's parser slo
 _MAX_CLAIMS = 6
 _CODE_MARKERS = ("lambda", "__", "import", "exec", "eval(", "os.", "sys.", "open(")
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_SUBSCRIPTED_NUMBER = re.compile(r"(?<![A-Za-z_])\d+(?:\.\d+)?_")
 _ENV_NAME = re.compile(r"\\(?:begin|end)\{[A-Za-z*]*\}")
 _SHORT_WORDS = {"yes", "odd", "all", "any", "one", "two", "six", "ten", "not", "and", "the", "are",
                 "was", "is", "or", "no", "none", "more", "less"}
@@ -115,7 +116,7 @@ def _resolve_item(item: str) -> _Resolved | None:
         return None
     # inside one equation a percent is a fraction: "0.56 = 56\%" holds
     exact = [normalize(_PERCENT.sub(r"\\frac{\1}{100}", p)) for p in raw]
-    if is_name(parts[0]):
+    if is_name(parts[0]) and not (_pure_text(parts[0]) and _pure_text(parts[-1])):
         return _Resolved(parts[-1], list(zip(exact[1:], exact[2:])))
     if len(parts) == 2 and not is_closed(parts[0]):
         return _Resolved("=".join(parts))  # an equation (2x - y = 0, x^3 = 12): never a value
@@ -129,6 +130,8 @@ def _compare(a: str, b: str, deadline: float) -> str:
         return EQUAL if verdict else NOT_EQUAL
     if "?" in a or "?" in b:
         return NOT_EQUAL  # "9?" asks, it does not answer
+    if _SUBSCRIPTED_NUMBER.search(a) or _SUBSCRIPTED_NUMBER.search(b):
+        return NOT_EQUAL  # 0.25_9, 18_{9}: a number with a base equals only itself, written alike
     verdict = _text_verdict(a, b)
     if verdict is not None:
         return EQUAL if verdict else NOT_EQUAL
@@ -159,7 +162,13 @@ def _words(s: str, min_len: int = 2) -> list[str]:
 def _pure_text(s: str) -> bool:
     inner = _TEXT_GROUP.sub(lambda m: " " + m.group(1) + " ", s)
     return bool(_words(s)) and not re.search(r"[\d=+*/^<>\\]", inner) and \
-        not re.search(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])", inner)
+        not re.search(r"(?<![^\W\d_])[A-Za-z](?![^\W\d_])", inner)
+
+
+def _as_text(s: str) -> str:
+    """Text answers compare case-blind, without spacing or \\text{} wrappers; every other
+    character counts ("-east" is not "east", a Cyrillic "е" is not "e")."""
+    return re.sub(r"\\text|[{}\s]", "", s.lower()).rstrip(".")
 
 
 def _text_verdict(a: str, b: str) -> bool | None:
@@ -167,8 +176,7 @@ def _text_verdict(a: str, b: str) -> bool | None:
     with math equals only one with the same words; None leaves it to the symbolic path."""
     pa, pb = _pure_text(a), _pure_text(b)
     if pa and pb:
-        return re.sub(r"[^a-z0-9]", "", a.lower().replace("\\text", "")) == \
-            re.sub(r"[^a-z0-9]", "", b.lower().replace("\\text", ""))
+        return _as_text(a) == _as_text(b)
     if pa != pb:
         return False
     if sorted(_words(a, 4)) != sorted(_words(b, 4)):

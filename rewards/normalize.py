@@ -48,9 +48,10 @@ _REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
             ("\\rvert", "|"), ("\\vert", "|"), ("\\%", "%"))
 _FULLWIDTH = str.maketrans({chr(0xFF10 + k): str(k) for k in range(10)})
 _TEXT_JOINER = re.compile(r"\\text\{\s*,?\s*(?:and|or|,)\s*,?\s*\}")
-_BARE_JOINER = re.compile(r"\s+(?:and|or)\s+|,\s*(?:and|or)\s+")
-_PERCENT_WORD = re.compile(r"\s*(?:\\text\{\s*)?(?:percent|per\s+cent)\s*\}?", re.I)
-_DEGREE_WORD = re.compile(r"\s*(?:\\text\{\s*)?degrees?\s*\}?\s*$", re.I)
+_BARE_JOINER = re.compile(r"(?<!\s)\s+(?:and|or)\s+|,\s*(?:and|or)\s+")
+# (no pattern here starts with an unanchored \s*: on a run of spaces that is quadratic)
+_PERCENT_WORD = re.compile(r"(?:\\text\{\s*)?(?<![A-Za-z])(?:percent|per\s+cent)(?![A-Za-z])\s*\}?", re.I)
+_DEGREE_WORD = re.compile(r"(?:\\text\{\s*)?(?<![A-Za-z])degrees?\s*\}?\s*$", re.I)
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
 _TEXT_SPACE = re.compile(r"\\text\s+\{")
 _UNIT_TAIL = re.compile(
@@ -97,7 +98,8 @@ def clean(s: str) -> str:
         s = s.replace(old, new)
     s = _TEXT_SPACE.sub(r"\\text{", s)
     s = _PERCENT_WORD.sub("%", s)
-    s = _DEGREE_WORD.sub(lambda m: "^\\circ", s)
+    if "degree" in s[-40:].lower():
+        s = s[:-40] + _DEGREE_WORD.sub(lambda m: "^\\circ", s[-40:])
     s = s.strip().rstrip(".").strip()
     if _THOUSANDS.match(s):  # before list splitting: "45, 135" is a list, "5,460" one number
         s = s.replace(",", "")

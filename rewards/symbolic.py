@@ -49,7 +49,16 @@ def symbolic_equal(pred: str, gold: str) -> str:
     # (an inequality against an interval), and equivalence must not depend on argument order
     ok = verify(g, p, timeout_seconds=None, float_rounding=15) and \
         verify(p, g, timeout_seconds=None, float_rounding=15)
+    if ok and _provably_different(p[0], g[0], sympy):
+        return NOT_EQUAL  # verify rounds numbers: 2\sqrt{3} + 10^{-100} is not 2\sqrt{3}
     return EQUAL if ok else NOT_EQUAL
+
+
+def _provably_different(p, g, sympy) -> bool:
+    """Two closed numbers whose difference sympy can show is not zero."""
+    if not (isinstance(p, sympy.Expr) and isinstance(g, sympy.Expr)) or p.free_symbols or g.free_symbols:
+        return False
+    return (p - g).equals(0) is False
 
 
 def _is_eq(x, sympy) -> bool:

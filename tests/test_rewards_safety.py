@@ -28,6 +28,9 @@ ADVERSARIAL = [
     "\x00", "1\x002", "\\boxed{\x00}",
     "(lambda: 1)()", "__import__('os').system('echo pwned')", "exec('1')",
     "\\begin{pmatrix}" + "1&" * 5000 + "1\\end{pmatrix}",
+    # quadratic regex work on long runs (spaces, digits, "$$", words) would hang here
+    "1" + " " * 100_000 + "degrees", "18" * 2000 + "<x", "$" * 20_000, "or " * 30_000 + "1",
+    "The answer is " * 5000, "####" * 10_000 + " 2", "1 " * 50_000 + "1/2",
 ]
 
 
