@@ -29,7 +29,7 @@ _TOKEN = re.compile(r"""
 |(?P<time>\b\d{1,2}:[0-5]\d(?:\s*[ap]\.?\s?m\.?)?(?![\d:]))
 |(?P<num>[$€£]?\d[\d,]*(?:\.\d+)?(?:\s*(?:\\%|%))?|[$€£]?\.\d+)
 |(?P<cmd>\\(?:text|mathrm|textbf|mbox|textit|operatorname)\s*\{[^{}\n]{0,200}\}|\\(?:begin|end)\{[A-Za-z*]{1,20}\}|\\[A-Za-z]+|\\[{}%$,!; ])
-|(?P<word>[A-Za-z]{2,}(?:n't)?|[A-Za-z]+'[a-z]+)
+|(?P<word>[A-Za-z]+['’][a-z]+|[A-Za-z]{2,})
 |(?P<letter>[A-Za-z])
 |(?P<ws>\s+|\*\*|__)
 |(?P<end>[.!?](?=\s|$|\*|\)|\\\]))
@@ -54,7 +54,7 @@ AFTER_BAD = (NEGATION | HEDGES | {
 _JUSTIFY = {"because", "since", "as", "from", "which", "given", "using", "by", "so", "where",
             "when", "after", "with", "for", "obtained", "found", "calculated", "computed"}
 _CONNECT = {"and", "or"}
-_VARIABLE = re.compile(r"\(?(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?'*\)?")
+_VARIABLE = re.compile(r"\(?(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?'*(?:\([A-Za-z, ]*\))?\)?")
 _MATH_KINDS = {"env", "time", "num", "cmd", "op"}
 
 
@@ -180,12 +180,12 @@ def _words(toks) -> list[str]:
 
 
 def read_span(span: str, first: bool = True) -> Reading:
-    """The answer stated in `span` (see module docstring). With `first=False` the last group
-    that is more than names is read ("... is 13, where $y$ is small relative to $x$")."""
+    """The answer stated in `span` (see module docstring). With `first=False` the first
+    sentence's last group that is more than variables is read ("... is 13, where $y$ is small
+    relative to $x$"); with `first=True` its first group."""
     toks = tokens(span)
     cut = next((k for k, t in enumerate(toks) if t[0] == "end" and k > 0), len(toks))
-    if first:
-        toks = toks[:cut + 1]  # the first sentence only
+    toks = toks[:cut + 1]  # the first sentence only
     runs = _runs(toks)
     groups = _groups(toks, runs)
     if not first:  # "... is 13, where $y$ is small relative to $x$": variables are not answers

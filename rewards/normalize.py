@@ -62,7 +62,8 @@ _FRAC_SHORT1 = re.compile(r"\\frac(\d)\{")
 _FRAC_SHORT2 = re.compile(r"\\frac\{([^{}]*)\}(\d)")
 _SQRT_SHORT = re.compile(r"\\sqrt(\d+)")
 _THIN_THOUSANDS = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))")
-_BASE_DIGITS = re.compile(r"^(-?(?=[0-9A-Z]*\d)[0-9A-Z]+)_\{?(\d{1,2})\}?$")
+_BASE_DIGITS = re.compile(r"^(-?(?=[0-9A-Z]*\d)[0-9A-Z]+(?:\.[0-9A-Z]+)?)_\{?(\d{1,2})\}?$")
+_BACKSLASH_DIGIT = re.compile(r"(?<!\\)\\(?=\d)")  # "\15" (a dropped "$" of "\$15") is 15
 _LHS_IN = re.compile(r"^(?:[A-Za-z]|\\[a-z]+)(?:_\{?\w+\}?)?\\in(?![A-Za-z])")
 _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SPACE_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
@@ -97,6 +98,7 @@ def clean(s: str) -> str:
     for old, new in _REPLACE:
         s = s.replace(old, new)
     s = _TEXT_SPACE.sub(r"\\text{", s)
+    s = _BACKSLASH_DIGIT.sub("", s)
     s = _PERCENT_WORD.sub("%", s)
     if "degree" in s[-40:].lower():
         s = s[:-40] + _DEGREE_WORD.sub(lambda m: "^\\circ", s[-40:])

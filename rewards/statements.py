@@ -108,7 +108,9 @@ def _marker_statement(text: str, m: re.Match, starts, ends) -> Statement | None:
     region = text[start: start + MAX_SPAN]
     if "\n" in region and not region.startswith(("$$", "\\[")):
         region = region.split("\n", 1)[0]
-    reading = read_span(region, first=True)
+    # "The answer is 18 because ...": the value first; "Answer: John has 180 minutes": a sentence
+    reading = read_span(region, first=not re.match(r"[A-Za-z]{2,}", region) or
+                        bool(re.match(r"(?i)(?:approximately|about|exactly|simply|just|equal\s+to)\b", region)))
     if reading.answer is None and not reading.problem:
         return None  # "the answer is consistent with ...": prose, not a statement
     if re.match(r"[^.!?\n]*\?", region):
@@ -234,7 +236,8 @@ def _open_math(tail: str) -> bool:
     last = max((m.start() for m in re.finditer(r"(?<!\\)\$", tail)), default=-1)
     if last < 0 or any(a <= last < b for a, b in spans):
         return False
-    return bool(re.search(r"[\\{^_]", tail[last + 1:]))
+    after = tail[last + 1:]
+    return bool(re.search(r"[\\{^_]", after)) and not re.search(r"[.!?]\s|\n", after)
 
 
 def _split_sentences(tail: str) -> list[str]:
