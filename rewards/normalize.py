@@ -72,6 +72,7 @@ _JUXTAPOSED = re.compile(r"(?<=[\d}])\s+(?=\d)")
 _DEGREE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?|\{[^{}]*\})\s*\^\s*\\circ")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot|arc)")
 _CHOICE = re.compile(r"^(?:\(?([A-Z])\)?|\(([a-e])\))$")
+_CHOICE_LABEL = re.compile(r"^\\text\{\(([A-E])\)\}")  # AMC style "\\textbf{(B) } 12" is choice B
 _NUMBER_WORDS = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
                  "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "hundredth", "tenth", "th"}
 _UNIT_STOP = AFTER_BAD | COMPARISON | _NUMBER_WORDS | {"up", "down", "is", "are", "was", "were", "the", "answer", "and", "it", "this",
@@ -130,11 +131,14 @@ def normalize(s: str) -> str:
             s = rhs
     items = split_top(s)
     if len(items) > 1 and all(p.strip() for p in items):
-        return ",".join(_item(p) for p in items)
+        done = [_item(p) for p in items]
+        if all(inequality_interval(_item(p, intervals=False)) for p in items):
+            return "\\cup".join(done)  # "x < 2 or x > 3" is the union of the two intervals
+        return ",".join(done)
     return _item(s)
 
 
-def _item(s: str) -> str:
+def _item(s: str, intervals: bool = True) -> str:
     """Canonical form of one list item (or of a whole single answer)."""
     s = _strip_unit(s.strip())
     s = _strip_trailing_marks(s)
@@ -157,10 +161,13 @@ def _item(s: str) -> str:
     s = _FRAC_SHORT2.sub(r"\\frac{\1}{\2}", s)
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
     s = _LHS_IN.sub("", s)
-    interval = inequality_interval(s)
+    interval = inequality_interval(s) if intervals else None
     if interval is not None:
         s = interval
     s = _BASE_DIGITS.sub(r"\1_\2", s)  # 52_{8} -> 52_8
+    m = _CHOICE_LABEL.match(s)
+    if m:
+        return m.group(1)
     m = _CHOICE.match(s)
     if m:
         s = (m.group(1) or m.group(2)).upper()
