@@ -211,7 +211,7 @@ _LATER_HEDGE = re.compile(
 def _last_sentence(text: str, style: str) -> Reading:
     """The answer in the last sentence that has math (None for a truncated text)."""
     tail = text[-MAX_SPAN:].rstrip()
-    if not tail or not _TERMINAL.search(tail[-20:]) or _open_math(tail):
+    if not tail or not (_TERMINAL.search(tail[-20:]) or _math_line(tail)) or _open_math(tail):
         return Reading(None)  # stops mid-sentence (or inside math): truncated, or not an answer
     sentences = _split_sentences(tail)
     for k, sentence in enumerate(reversed(sentences)):
@@ -228,6 +228,14 @@ def _last_sentence(text: str, style: str) -> Reading:
         if any(c.isdigit() for c in sentence):
             return Reading(None)
     return Reading(None)
+
+
+def _math_line(tail: str) -> bool:
+    """A last line of math only ("x = 5", "1+1=2") ends a text as a sentence end does; a line
+    with words that stops on a number ("First, 3 * 6 = 18") was cut off."""
+    line = tail.rsplit("\n", 1)[-1].strip()
+    return bool(line) and len(line) <= 200 and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", line) \
+        and bool(re.search(r"[\d}]$", line))
 
 
 def _open_math(tail: str) -> bool:

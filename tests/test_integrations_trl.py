@@ -42,7 +42,9 @@ def test_gold_column_forms_and_not_applicable_rows():
     assert accuracy_reward(prompts=[], completions=boxed, solution=["Thus $\\boxed{\\frac{1}{2}}$."]) == [1.0]
     custom = make_accuracy_reward(gold_column="target", style="math", name="acc_math")
     assert custom(prompts=[], completions=boxed + [_chat("The answer is 0.5")], target=["0.5", "0.5"]) == [1.0, 1.0]
-    assert custom(prompts=[], completions=[_chat("#### 0.5")], target=["0.5"]) == [0.0]  # math style: no box
+    # an answer statement (here ####) is read in every style; with none, math style reads no
+    # plain number from the last sentence
+    assert custom(prompts=[], completions=[_chat("#### 0.5"), _chat("So it is 0.5.")], target=["0.5"] * 2) == [1.0, 0.0]
     with pytest.raises(KeyError, match="column 'target'.*\\['question'\\].*gold_column"):
         custom(prompts=[], completions=boxed, question=["q"], trainer_state=None, log_extra=None)
     with pytest.raises(ValueError, match="2 values for 1 completions"):

@@ -74,14 +74,16 @@ def test_every_call_returns_the_same_keys(response, gold, expected):
 
 
 def test_data_sources_pick_the_style():
-    gsm = "Step 1: 2 + 2 = 4\nThe answer is 4. \\boxed{5}"
-    # gsm8k style reads the answer marker, math style the box: the source decides which
+    gsm = "Step 1: 2 + 2 = 4.\nSo the total is 4."
+    # every style reads the last answer statement; with none, gsm8k style reads a plain number
+    # in the last sentence and math style only math: the source decides which
     assert adapter.compute_score("openai/gsm8k", gsm, "4")["acc"] == 1.0
     for source in ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500",
                    "math_dapo", "aime2024", "numina_olympiads"):
-        assert adapter.compute_score(source, gsm, "5")["acc"] == 1.0, source
+        assert adapter.compute_score(source, gsm, "4")["acc"] == 0.0, source
+        assert adapter.compute_score(source, gsm + " \\boxed{5}", "5")["acc"] == 1.0, source
     assert adapter.compute_score("my/dataset", gsm, "4", {"style": "gsm8k"})["acc"] == 1.0
-    assert adapter.compute_score("openai/gsm8k", gsm, "5", {"style": "math"})["acc"] == 1.0
+    assert adapter.compute_score("openai/gsm8k", gsm, "4", {"style": "math"})["acc"] == 0.0
     for prepared, (source, style) in DATA_SOURCES.items():
         assert adapter.style_for(source) == style, prepared
 
@@ -102,6 +104,8 @@ def test_gold_may_be_a_whole_solution():
 @pytest.mark.parametrize("value,expected", [
     ("  72 ", "72"), (72, "72"), (0.5, "0.5"), ("#### 1,234", "1234"), ("so \\boxed{\\frac12}.", "\\frac12"),
     (None, None), ("", None), ("####  ", None), ("\\boxed{}", None), (float("nan"), None),
+    # boxes side by side are one answer, as the data stage reads MATH golds
+    ("so $\\boxed{-2}$ and $\\boxed{1}$.", "-2, 1"),
 ])
 def test_gold_answer_forms(value, expected):
     assert gold_answer(value) == expected

@@ -77,6 +77,9 @@ READ = [
     ("The answer is: (-1,6).", "(-1,6)"),
     ("Therefore, the value is \\(-\\frac{2\\sqrt{3}}{3}\\).", "-\\frac{2\\sqrt{3}}{3}"),
     ("Thus the solutions are $x = -1$, $x = 2$, and $x = -2$.", "-1, 2, -2"),
+    # a last line of math only ends a text as a sentence end does (a line with words that
+    # stops on a number was cut off: see HACKS)
+    ("We solve for x.\nx = 5", "5"),
 ]
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import rewards.outcome
-from rewards import REWARDS, RewardResult, build_reward, format_reward, step_rewards
+from rewards import REWARDS, RewardResult, build_reward, check, format_reward, step_rewards
 from rewards.arith import ParseError, evaluate
 from rewards.steps import StepRewardConfig, check_steps, split_steps, steps_score, used_claims
 from rewards.claims import check_claims
@@ -65,7 +65,12 @@ def test_outcome_is_reused_not_regraded(monkeypatch):
 
 
 def test_outcome_uses_the_runs_style_and_timeout(monkeypatch):
-    text = "The answer is \\boxed{5}. #### 7"
+    # the issue's example: every style reads the last statement (#### 7), as the outcome reward
+    # does, so process and outcome agree; with no statement, "math" reads only math
+    for style in ("gsm8k", "math", "auto"):
+        issue = "The answer is \\boxed{5}. #### 7"
+        assert step_rewards(issue, gold="7", style=style)[-1].outcome == check(issue, "7", style).score == 1.0
+    text = "So the total is 7."
     assert step_rewards(text, gold="7", style="gsm8k")[-1].outcome == 1.0
     assert step_rewards(text, gold="7", style="math")[-1].outcome == 0.0
     seen = {}

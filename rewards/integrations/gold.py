@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import math
 
-from rewards.boxed import last_boxed
+from rewards.extract import reference_answer
 
 
 def gold_answer(value) -> str | None:
     """The final answer in a gold field; None when the field is empty (no gold for this row).
 
     Text after the last `####` (thousands commas dropped) if there is one, else the content of
-    the last `\\boxed{}`/`\\fbox{}`, else the stripped text itself. Numbers become text.
+    the last box group (`rewards.extract.reference_answer`: boxes side by side are one answer),
+    else the stripped text itself. Numbers become text.
     """
     if value is None:
         return None
@@ -29,7 +30,7 @@ def gold_answer(value) -> str | None:
     if "####" in text:
         text = text.rsplit("####", 1)[1].replace(",", "")
     elif "\\boxed" in text or "\\fbox" in text:
-        text = last_boxed(text) or ""
+        text = reference_answer(text) or ""
     return text.strip() or None
 
 
