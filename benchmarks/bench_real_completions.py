@@ -12,7 +12,11 @@ Labels are themselves noisy (graders that refuse `5.89e-7` == `5.89\\times10^{-7
 agreement is not the goal; the disagreements are written to `--out` for reading by hand.
 
     python benchmarks/bench_real_completions.py DIR [--files a.jsonl,b.jsonl] [--limit N]
-        [--out disagreements.jsonl] [--no-math-verify]
+        [--out disagreements.jsonl] [--no-math-verify] [--root CHECKOUT]
+
+`--root CHECKOUT` scores with the `rewards` package of another checkout (e.g. `git archive main
+rewards | tar -x -C /tmp/main`) so agreement before and after a change comes from one script.
+The last columns give how often ours and math-verify agree with each other.
 """
 
 from __future__ import annotations
@@ -26,9 +30,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from rewards import check  # noqa: E402
 
 DEFAULT_FILES = ("realcritic.jsonl", "openai_gsm8k_samples.jsonl", "processbench.jsonl")
 
@@ -75,7 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="records per file")
     parser.add_argument("--out", type=Path, default=None, help="write disagreements here (JSONL)")
     parser.add_argument("--no-math-verify", action="store_true")
+    parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose rewards package to score with")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.root.resolve()))
+    import rewards
+    from rewards import check  # the checker under test, from --root
+
+    print(f"rewards from {Path(rewards.__file__).parent}")
     logging.disable(logging.WARNING)
     rows = load(args.directory, args.files.split(","), args.limit)
     checkers = {"ours": lambda c, g: check(c, g).score}
@@ -95,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in checkers:
             _, _, agree, fp, fn = tables[name][i]
             cells.append(f"{agree:6d} ({agree / n:6.1%}) {fp:4d} {fn:4d}")
+        if "math_verify" in checkers:
+            rs = rows if group == "ALL" else [r for r in rows if f"{r['_file'].split('.')[0]}/{r['dataset']}" == group]
+            same = sum(r["ours"] == r["math_verify"] for r in rs)
+            cells.append(f"  ours=mv {same:5d} ({same / n:6.1%})")
         print(f"{group:34s} {n:5d} " + " ".join(cells))
     if args.out:
         with args.out.open("w", encoding="utf-8") as f:

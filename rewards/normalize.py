@@ -73,6 +73,9 @@ _DEGREE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?|\{[^{}]*\})\s*\^\s*\\circ")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot|arc)")
 _CHOICE = re.compile(r"^(?:\(?([A-Z])\)?|\(([a-e])\))$")
 _CHOICE_LABEL = re.compile(r"^\\text\{\(([A-E])\)\}")  # AMC style "\\textbf{(B) } 12" is choice B
+# what may follow a choice label: the choice's value written out (digits, fractions, roots, pi),
+# never words, "?", "\\pm" or "or" ("\\text{(B)} or more" is not choice B)
+_CHOICE_VALUE = re.compile(r"(?:[\d.,{}^/+\-*()\[\]]|\\(?:d?frac|sqrt|pi|cdot|times|\$|[,;!]|circ|%)(?![A-Za-z]))*")
 _NUMBER_WORDS = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
                  "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "hundredth", "tenth", "th"}
 _UNIT_STOP = AFTER_BAD | COMPARISON | _NUMBER_WORDS | {"up", "down", "is", "are", "was", "were", "the", "answer", "and", "it", "this",
@@ -166,7 +169,7 @@ def _item(s: str, intervals: bool = True) -> str:
         s = interval
     s = _BASE_DIGITS.sub(r"\1_\2", s)  # 52_{8} -> 52_8
     m = _CHOICE_LABEL.match(s)
-    if m:
+    if m and _CHOICE_VALUE.fullmatch(s, m.end()):
         return m.group(1)
     m = _CHOICE.match(s)
     if m:

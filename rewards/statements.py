@@ -184,7 +184,8 @@ def final_reading(text: str, style: str = "auto") -> tuple[Reading, str]:
     if last is not None:
         if unclosed_after(text, last.end):
             return Reading(None), "truncated box"
-        if last.reading.answer is not None and _hedged_later(text[last.end: last.end + _LATER]):
+        if last.reading.answer is not None and (_hedged_later(text[last.end: last.end + _LATER]) or
+                                                _negated_later(text[last.end: last.end + _LATER], last.reading.answer)):
             return Reading(None, HEDGED), last.kind
         return last.reading, last.kind
     if unclosed_after(text, 0):
@@ -202,6 +203,22 @@ def _hedged_later(rest: str) -> bool:
     return False
 
 
+def _negated_later(rest: str, answer: str) -> bool:
+    """After the final statement, a sentence that takes that answer back: "The answer is not
+    \\pi.", "The answer isn't 18.", "$\\cot x$ is not the answer.", "18 is wrong." (the sentence
+    must name the answer itself: "\\boxed{18}. Note that 17 is not a solution" still answers 18)."""
+    want = re.sub(r"[\s$]", "", answer)
+    for sentence in re.split(r"(?<=[.!?])\s+|\n\s*\n", rest)[:3]:
+        if _LATER_NEGATION.search(sentence) and want in re.sub(r"[\s$]", "", sentence):
+            return True
+    return False
+
+
+_NOUN_VERDICT = r"(?:the\s+|an?\s+|my\s+|our\s+)?(?:(?:correct|right|final|true|valid)\s+)?(?:answer|solution|result)"
+_LATER_NEGATION = re.compile(
+    r"\banswer\s*(?:\*\*)?\s*(?:(?:is|was|would\s+be|will\s+be)\s+(?:\w+\s+)?(?:not|never)\b|isn't|wasn't|:\s*not\b)"
+    r"|\b(?:is|was|seems)(?:\s+not|n't)\s+" + _NOUN_VERDICT + r"(?![a-z])"
+    r"|\b(?:is|was|seems)\s+(?:wrong|incorrect|false)\b", re.I)
 _LATER_HEDGE = re.compile(
     r"^[\s$.)\]]*(?:\(?\s*or\s+(?:maybe\s+|perhaps\s+)?(?:it\s+is\s+|the\s+answer\s+is\s+)?[-$\\\d(]"
     r"|maybe\b|perhaps\b|possibly\b|probably\b"
@@ -211,7 +228,7 @@ _LATER_HEDGE = re.compile(
 def _last_sentence(text: str, style: str) -> Reading:
     """The answer in the last sentence that has math (None for a truncated text)."""
     tail = text[-MAX_SPAN:].rstrip()
-    if not tail or not (_TERMINAL.search(tail[-20:]) or _math_line(tail)) or _open_math(tail):
+    if not tail or not _TERMINAL.search(tail[-20:]) or _open_math(tail):
         return Reading(None)  # stops mid-sentence (or inside math): truncated, or not an answer
     sentences = _split_sentences(tail)
     for k, sentence in enumerate(reversed(sentences)):
@@ -228,14 +245,6 @@ def _last_sentence(text: str, style: str) -> Reading:
         if any(c.isdigit() for c in sentence):
             return Reading(None)
     return Reading(None)
-
-
-def _math_line(tail: str) -> bool:
-    """A last line of math only ("x = 5", "1+1=2") ends a text as a sentence end does; a line
-    with words that stops on a number ("First, 3 * 6 = 18") was cut off."""
-    line = tail.rsplit("\n", 1)[-1].strip()
-    return bool(line) and len(line) <= 200 and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", line) \
-        and bool(re.search(r"[\d}]$", line))
 
 
 def _open_math(tail: str) -> bool:

@@ -81,7 +81,7 @@ def test_names_and_pickling_as_trl_uses_them():
 
 # --- TRL's real trainer ------------------------------------------------------------------------
 
-ROWS = [("How many apples?", "2"), ("How many pears?", None), ("How many plums?", "so 1 + 1 = 2\n#### 1"),
+ROWS = [("How many apples?", "2"), ("How many pears?", None), ("How many plums?", "so 1 + 1 = 2\n#### 2"),
         ("How many figs?", "12")]
 
 

@@ -38,6 +38,18 @@ HACKS = [
     # no statement: neither a random last number nor a truncated text is paid
     ("Therefore, the value is \\(-\\frac{2\\sqrt{3}}{3}\\).", "3"),
     ("First, 3 * 6 = 18 and then we subtract", "18"),
+    # found by the hack-finder: a later sentence takes the boxed answer back
+    ("So $\\boxed{\\pi}.$\nThe answer is not \\pi.", "\\pi"),
+    ("So $\\boxed{\\cot x}$.\nThe answer isn't $\\cot x$.", "\\cot x"),
+    ("So $\\boxed{\\frac{1}{2}}$.\n$\\frac{1}{2}$ is not the answer.", "\\frac{1}{2}"),
+    ("So $\\boxed{18}$.\nFinal Answer: not 18", "18"),
+    # ... and words after an AMC choice label
+    ("Thus the answer is $\\boxed{\\text{(B)} (or 4 if you count differently)}$.", "\\text{(B)}"),
+    ("Thus the answer is $\\boxed{\\text{(B)} \\text{ or more}}$.", "\\text{(B)}"),
+    ("Thus the answer is $\\boxed{\\text{(B)}?}$.", "\\text{(B)}"),
+    ("Thus the answer is $\\boxed{\\text{(B)} \\pm 1}$.", "\\text{(B)}"),
+    # a GSM8K-style solution cut off before its "####" line (found by the hack-finder)
+    ("15 gallons = 120 pints\n120/5 = <<120/5=24>>24 pints per container\n(1/4)24 = 6", "6"),
 ]
 
 
@@ -75,11 +87,11 @@ READ = [
     ("\\boxed{10 cm^2}", "10\\text{ cm}^2"),
     ("\\boxed{2^6 3^5 5^4}", "2^6 \\cdot 3^5 \\cdot 5^4"),
     ("The answer is: (-1,6).", "(-1,6)"),
+    # discussion after the answer that rejects another value is not a retraction
+    ("So $\\boxed{18}$. Note that 17 is not a solution.", "18"),
+    ("Thus the answer is $\\boxed{\\textbf{(B) } 12}$.", "\\text{(B)}"),
     ("Therefore, the value is \\(-\\frac{2\\sqrt{3}}{3}\\).", "-\\frac{2\\sqrt{3}}{3}"),
     ("Thus the solutions are $x = -1$, $x = 2$, and $x = -2$.", "-1, 2, -2"),
-    # a last line of math only ends a text as a sentence end does (a line with words that
-    # stops on a number was cut off: see HACKS)
-    ("We solve for x.\nx = 5", "5"),
 ]
 
 

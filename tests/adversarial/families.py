@@ -55,6 +55,10 @@ FAMILIES = {
         lambda g, w: f"The answer isn't ${g}$.",
         lambda g, w: f"The answer is not $\\boxed{{{g}}}$.",
         lambda g, w: f"${g}$ is wrong, so the answer is $\\boxed{{{w}}}$.",
+        # the boxed answer taken back by a later sentence
+        lambda g, w: f"So $\\boxed{{{g}}}$.\nThe answer is not ${g}$.",
+        lambda g, w: f"So $\\boxed{{{g}}}$.\nThe answer isn't {g}.",
+        lambda g, w: f"So $\\boxed{{{g}}}$.\n${g}$ is not the answer.",
     ],
     "box words": [
         lambda g, w: f"$\\boxed{{{g} \\text{{ is not the answer}}}}$",
