@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 _COMMANDS = ("\\boxed", "\\fbox")
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_BRACE = re.compile(r"[{}]")
 # What may stand between two boxes that form one answer: spacing, math delimiters, commas,
 # "and"/"or" (plain or in \text{}), alignment marks. Anything else (words, "=", ".") ends a group.
 _JOIN = re.compile(
@@ -36,10 +37,13 @@ class Box:
 def _brace_pairs(text: str) -> dict[int, int]:
     """Index of each unescaped "{" -> index of its matching "}" (one pass, a stack)."""
     pairs, stack = {}, []
-    for i, c in enumerate(text):
-        if c == "{" and (i == 0 or text[i - 1] != "\\"):
+    for m in _BRACE.finditer(text):  # only the braces are visited, not every character
+        i = m.start()
+        if i and text[i - 1] == "\\":
+            continue
+        if m.group() == "{":
             stack.append(i)
-        elif c == "}" and (i == 0 or text[i - 1] != "\\") and stack:
+        elif stack:
             pairs[stack.pop()] = i
     return pairs
 

@@ -81,7 +81,7 @@ def final_statement(text: str) -> Statement | None:
         if reading.answer is not None or reading.problem:
             best = Statement(m.start(), m.end() + len(line), "####", reading)
             break
-    for m in reversed(list(_MARKER.finditer(text))[-_MAX_TRIES:]):
+    for m in reversed(_markers(text)[-_MAX_TRIES:]):
         if best is not None and m.start() < best.start:
             break
         st = _marker_statement(text, m, starts, ends)
@@ -89,6 +89,14 @@ def final_statement(text: str) -> Statement | None:
             best = st
             break
     return best
+
+
+def _markers(text: str) -> list[re.Match]:
+    """Every answer marker; every kind of marker holds "answer" or "A:", so most texts skip the
+    regex scan."""
+    if "A:" not in text and "answer" not in text.lower():
+        return []
+    return list(_MARKER.finditer(text))
 
 
 def _inside(pos: int, starts: list[int], ends: list[int]) -> bool:
