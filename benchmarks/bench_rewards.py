@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rewards import last_boxed, score_completion  # noqa: E402
+from rewards import last_boxed, score_completion, warmup  # noqa: E402
 
 
 def load(limit: int | None) -> list[tuple[str, str, str]]:
@@ -80,6 +80,7 @@ def main() -> None:
     logging.disable(logging.WARNING)  # math-verify logs every timeout/parse failure
     data = cases(load(args.limit))
     checkers = {"rewards.score_completion": ours, "math-verify parse+verify": math_verify_direct}
+    warmup()  # start the symbolic worker pool now: its start-up is not a check
     for fn in checkers.values():  # warm-up: imports, worker pool, antlr parser
         for _, s, g, _ in data[:5] + data[-5:]:
             fn(s, g)
