@@ -65,6 +65,13 @@ def test_math500_shipped_answers_self_consistent():
     assert [(r["unique_id"], r["answer"]) for r in rows if check(r["solution"], r["answer"]).score != 1.0] == []
 
 
+def test_false_degree_chain_pays_no_math500_gold():
+    # the worst hack: `\boxed{1^\circ = 2 = G}` was paid against 448 of the 500 golds
+    golds = [g for _, _, g in math("math500/test.jsonl.gz")]
+    paid = [g for g in golds if check(f"So $\\boxed{{1^\\circ = 2 = {g}}}$.", g, timeout=3.0).score != 0.0]
+    assert len(golds) == 500 and paid == []
+
+
 def test_gsm8k_reference_steps_are_almost_all_true():
     steps = [s for _, sol, _ in gsm8k("test") for s in check_steps(sol)]
     false = sum(s.score == -1 for s in steps)
