@@ -6,6 +6,7 @@ answers (no spaces except after a command), linear in the length, no eval.
   `E(2020,1993)`, `|AB|`, `\\angle ABC`, `(p,q)`, `\\cos\\theta`), as opposed to an expression
   (`2x`, `x^2`, `x+y`) or a closed value (`\\frac{28}{4}`).
 - `split_chain("a=b=c")` -> ["a", "b", "c"] at top-level `=` signs.
+- `split_top("1,(2,3)")` -> ["1", "(2,3)"]: split outside (), [], {} nesting.
 - `inequality_interval("-2\\le x\\le7")` -> "[-2,7]"; `x>5` -> "(5,\\infty)".
 - `clock_time("9:30\\text{p.m.}")` -> "21:30"; times compare as times, never as ratios.
 """
@@ -42,7 +43,7 @@ def is_name(s: str) -> bool:
     if {w.lower() for w in re.findall(r"[A-Za-z]{2,}", s)} & _NOT_NAME_WORDS:
         return False  # "\\text{not } x": a claim about x, not a name
     if s[0] == "(" and s[-1] == ")" and _balanced(s[1:-1]):
-        parts = _split_top(s[1:-1], ",")
+        parts = split_top(s[1:-1], ",")
         return len(parts) > 1 and all(is_name(p) for p in parts)
     depth = 0
     prev = ""
@@ -82,7 +83,8 @@ def split_chain(s: str) -> list[str]:
     return parts
 
 
-def _split_top(s: str, sep: str) -> list[str]:
+def split_top(s: str, sep: str = ",") -> list[str]:
+    """Split on `sep` outside (), [], {} nesting."""
     parts, depth, start = [], 0, 0
     for i, c in enumerate(s):
         if c in "([{":

@@ -26,7 +26,7 @@ import re
 from fractions import Fraction
 
 from rewards.answer_text import AFTER_BAD, COMPARISON
-from rewards.forms import clock_time, inequality_interval, is_name
+from rewards.forms import clock_time, inequality_interval, is_name, split_top
 
 MAX_FAST_LEN = 4000  # longer answers are only compared as strings (no real answer is this long)
 _MAX_EXP = 400       # 10^400 is still a cheap Fraction; larger exponents go symbolic
@@ -237,21 +237,6 @@ def parse_number(s: str):
     except (ZeroDivisionError, ValueError, OverflowError):
         return None
     return None
-
-
-def split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on `sep` outside (), [], {} nesting."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(s):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(s[start:i])
-            start = i + 1
-    parts.append(s[start:])
-    return parts
 
 
 def _structure(s: str):
