@@ -82,14 +82,18 @@ def test_process_supervision_grades_the_outcome_once_per_completion(monkeypatch)
 
 
 def test_outcome_and_process_agree_under_the_run_style():
-    """`\\boxed{5}. #### 7` with gold 7 under reward.style=gsm8k: correct for the outcome reward, and
-    the same outcome in the final step reward (style "auto" would read the box and say wrong)."""
+    """A plain "7." with gold 7 under reward.style=gsm8k: correct for the outcome reward, and the
+    same outcome in the final step reward (style "math" reads no plain number there and would
+    say wrong). The issue's `\\boxed{5}. #### 7` is read as 7 in every style since the answer
+    policy became one for all styles (the last statement wins), so it no longer tells them apart."""
     from pipeline.grpo.scoring import add_step_rewards
 
-    text = "The answer is \\boxed{5}. #### 7"
+    text = "So the total is 7."
     cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", workers=1)
     (ep,) = _with_ids(_scored_group([text], "7", cfg))
     assert ep.rewards["correct"] == 1.0 and ep.reward == 1.0
     add_step_rewards([ep], cfg, _CharTokenizer())
     assert ep.step_rewards == [1.0] and ep.step_ends == [len(text) - 1]
-    assert rewards.check(text, "7", "auto").score == 0.0  # why the style must be the run's
+    assert rewards.check(text, "7", "math").score == 0.0  # why the style must be the run's
+    assert all(rewards.check("The answer is \\boxed{5}. #### 7", "7", style).score == 1.0
+               for style in ("auto", "gsm8k", "math"))
