@@ -19,12 +19,12 @@ comma := ,
 EXTRAS := train$(comma)verl$(comma)test$(if $(HAS_GPU),$(comma)vllm)
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment clean help gpu-smoke gpu-wheels check-gpu-deps
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid clean help gpu-smoke gpu-wheels check-gpu-deps
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
-	@echo "make data | sft | eval | bench | bench-rollout | experiment | test-all | test-docker | test-vllm | test-torchfree | clean"
+	@echo "make data | sft | eval | bench | bench-rollout | experiment | seed-grid | test-all | test-docker | test-vllm | test-torchfree | clean"
 	@echo "make gpu-smoke [device=cpu] | gpu-wheels | check-gpu-deps [VLLM='vllm==0.33.*']"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
@@ -80,6 +80,10 @@ test-all: setup
 
 experiment: setup
 	$(MATHRL) experiment --config $(CONFIG) $(OVERRIDES)
+
+# GRPO on 3 SFT seeds x 3 GRPO seeds, for the config's corrupted warm start and a clean one (docs/cpu_default.md)
+seed-grid: setup data
+	$(MATHRL) seed-grid --config $(CONFIG) $(OVERRIDES)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -8,6 +8,7 @@ piece takes plain arguments so the trainer's periodic eval and ``mathrl eval`` s
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 
 from tqdm.auto import tqdm
@@ -30,7 +31,10 @@ def generate_records(engine, problems: list[dict], prompts: list[str], *, n: int
     with tqdm(total=len(problems), desc="generate", unit="problem", disable=not progress) as bar:
         for start in range(0, len(problems), per_chunk):
             chunk = prompts[start:start + per_chunk]
-            for problem, prompt, samples in zip(problems[start:], chunk, engine.generate(chunk, n, params)):
+            # A seeded engine seeds sample j of prompt i of a call `seed + i * n + j`: offset each chunk
+            # so every problem has its own seeds and the samples do not depend on the chunk size.
+            chunk_params = params if params.seed is None else dataclasses.replace(params, seed=params.seed + start * n)
+            for problem, prompt, samples in zip(problems[start:], chunk, engine.generate(chunk, n, chunk_params)):
                 records.append(_record(problem, prompt, samples))
             bar.update(len(chunk))
     return records

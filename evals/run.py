@@ -21,6 +21,7 @@ Deviations from the papers' protocols:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -69,32 +70,73 @@ def evaluate(model, tokenizer, problems: list[dict], *, engine=None, template: s
     return summary
 
 
-def evaluate_with_config(model, tokenizer, cfg: RunConfig, *, dataset: str | None = None, limit: int | None = None,
-                         engine=None, output_dir: str | Path | None = None, progress: bool = False) -> dict:
+def evaluate_with_config(model, tokenizer, cfg: RunConfig, *, dataset: str | None = None, split: str | None = None,
+                         limit: int | None = None, engine=None, output_dir: str | Path | None = None,
+                         progress: bool = False, model_name: str | None = None) -> dict:
     """``evaluate`` with every setting taken from ``cfg`` (prompt, eval, reward, rollout sections).
 
-    The trainer's periodic eval calls this with ``dataset=cfg.train.task`` and
-    ``limit=cfg.train.eval_limit``; ``mathrl eval`` calls it with the eval section's values.
+    The trainer's periodic eval calls this with ``dataset=cfg.train.task``,
+    ``limit=cfg.train.eval_limit`` and ``model_name="policy@step N"``; ``mathrl eval`` calls it with
+    the eval section's values. ``model_name`` (default ``model.name_or_path``) is what the summary
+    says was evaluated.
     """
     dataset = dataset or cfg.eval.dataset
+    split = split or cfg.eval.split
     limit = cfg.eval.limit if limit is None else limit
-    problems = load_problems(cfg.data.prepared_dir, dataset, cfg.eval.split, limit=limit)
+    problems = load_problems(cfg.data.prepared_dir, dataset, split, limit=limit)
     examples = few_shot_examples(dataset, cfg.prompt.few_shot, cfg.prompt.template, cfg.data.prepared_dir)
     return evaluate(model, tokenizer, problems, engine=engine, template=cfg.prompt.template, chat=cfg.prompt.chat,
                     examples=examples, n_samples=cfg.eval.n_samples, temperature=cfg.eval.temperature,
                     top_p=cfg.rollout.top_p, ks=cfg.eval.ks, max_new_tokens=cfg.eval.max_new_tokens,
                     style=cfg.reward.style, timeout=cfg.reward.timeout, batch_size=cfg.rollout.batch_size,
-                    seed=cfg.seed, output_dir=output_dir, model_name=cfg.model.name_or_path, dataset=dataset,
-                    progress=progress)
+                    seed=cfg.seed, output_dir=output_dir, model_name=model_name or cfg.model.name_or_path,
+                    dataset=dataset if split == "test" else f"{dataset}/{split}", progress=progress)
+
+
+def greedy(cfg: RunConfig) -> RunConfig:
+    """The same config with greedy single-sample evaluation."""
+    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, n_samples=1, temperature=0.0, ks=[1]))
+
+
+def is_greedy(cfg: RunConfig) -> bool:
+    return cfg.eval.n_samples == 1 and cfg.eval.temperature <= 0
+
+
+def eval_settings(cfg: RunConfig) -> dict[str, RunConfig]:
+    """tag -> config of each eval a run makes: the configured one (tag ""), plus a greedy one
+    (tag "greedy_") when the configured eval samples."""
+    return {"": cfg} if is_greedy(cfg) else {"": cfg, "greedy_": greedy(cfg)}
+
+
+def decoding(cfg: RunConfig) -> str:
+    """"greedy" or "sampled": how an eval config decodes (the name of its metrics)."""
+    return "greedy" if is_greedy(cfg) else "sampled"
 
 
 def periodic_eval(cfg: RunConfig):
-    """The trainer's periodic eval (``train.eval_every``): ``evaluate_with_config`` on the first
-    ``train.eval_limit`` problems of ``train.task``'s ``eval.split``, with the live policy and the
-    trainer's own engine. Returns ``fn(model, tokenizer, engine, out_dir) -> summary``."""
-    def run(model, tokenizer, engine, out_dir: Path | None) -> dict:
-        return evaluate_with_config(model, tokenizer, cfg, dataset=cfg.train.task, limit=cfg.train.eval_limit,
-                                    engine=engine, output_dir=out_dir)
+    """The trainer's periodic eval (``train.eval_every``, and step 0 with ``train.eval_on_start``) on
+    the live policy with the trainer's own engine: the first ``train.eval_limit`` problems of
+    ``train.task``'s ``eval.split`` and of each of ``eval.extra_splits``, each with the configured
+    decoding and, when that samples, greedily too. Returns ``fn(model, tokenizer, engine, out_dir,
+    step=None) -> summary`` of the configured eval on ``eval.split``, whose ``metrics`` holds every
+    accuracy (``eval/sampled_accuracy``, ``eval/greedy_accuracy``, ``eval/<split>/greedy_accuracy``, ...);
+    summaries name what they evaluated, ``policy@step N``."""
+    settings = eval_settings(cfg)
+
+    def run(model, tokenizer, engine, out_dir: Path | None, step: int | None = None) -> dict:
+        name = f"policy@step {step}" if step is not None else None
+        main, metrics = None, {}
+        for split in [cfg.eval.split, *cfg.eval.extra_splits]:
+            for tag, c in settings.items():
+                sub = f"{'' if split == cfg.eval.split else split + '_'}{tag}".rstrip("_")
+                where = None if out_dir is None else (out_dir / sub if sub else out_dir)
+                summary = evaluate_with_config(model, tokenizer, c, dataset=cfg.train.task, split=split,
+                                               limit=cfg.train.eval_limit, engine=engine, output_dir=where,
+                                               model_name=name)
+                prefix = "eval/" if split == cfg.eval.split else f"eval/{split}/"
+                metrics[f"{prefix}{decoding(c)}_accuracy"] = summary["accuracy"]
+                main = main or summary
+        return {**main, "metrics": metrics}
     return run
 
 
@@ -127,6 +169,9 @@ def eval_engine(cfg: RunConfig, model, tokenizer, model_path: str):
 
 def main(cfg: RunConfig) -> int:
     from evals.loading import load_for_eval
+    from pipeline import determinism
+
+    determinism.apply(cfg, "eval")
     model, tokenizer, path = load_for_eval(cfg.model.name_or_path, cfg.model.dtype, cfg.device)
     out = default_output_dir(cfg, path)
     style = get_template(cfg.prompt.template).style

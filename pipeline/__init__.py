@@ -5,6 +5,6 @@ the stages (``cli``, ``run_all``, ``experiment``, ``card``, ``push``) > ``grpo``
 ``sft`` (the warm start) | the ``evals`` package > ``rollout`` (engines and their factory) >
 ``parallel`` (torchrun, FSDP) | ``weights`` (export in Hugging Face names, the weight channel) |
 ``models`` > ``prompts`` | ``data`` (preparation, gsm-synth, the problem loader) > ``config`` |
-``faults``. Any of them may import ``rewards`` (and through it ``sandbox``); nothing in
+``faults`` | ``determinism``. Any of them may import ``rewards`` (and through it ``sandbox``); nothing in
 ``rewards`` or ``sandbox`` imports this package. This file imports nothing.
 """

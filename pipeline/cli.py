@@ -3,12 +3,14 @@
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
-(outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data), plan (GPU
-memory estimate), config (print every key with its documentation). Each stage is
-a function ``fn(cfg) -> exit code`` (``module:function``, ``main`` when not named), imported only
-when used so ``mathrl data`` does not pay for torch. The stages that read problems first prepare
-the datasets they read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and
-model card) to the Hugging Face Hub.
+(outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data), seed-grid
+(GRPO over SFT x GRPO seeds), plan (GPU memory estimate), config (print every key with its
+documentation). Each stage is a function ``fn(cfg) -> exit code`` (``module:function``, ``main``
+when not named), imported only when used so ``mathrl data`` does not pay for torch; before
+importing it the command pins the CPU kernels the config's ``cpu_isa`` names (read when torch
+loads, pipeline/determinism.py). The stages that read problems first prepare the datasets they
+read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card) to the
+Hugging Face Hub.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ STAGES = {
     "vllm-serve": ("pipeline.rollout.vllm_server", "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)"),
     "experiment": ("pipeline.experiment", "outcome vs process supervision over experiment.seeds: table, 95% bands, steps-to-threshold, plot"),
     "eval-prm": ("pipeline.eval_prm", "a step scorer (rules, PRM, both) on ProcessBench-format JSONL: first-error F1 table"),
+    "seed-grid": ("pipeline.seed_grid", "GRPO on 3 SFT seeds x 3 GRPO seeds, corrupted and clean warm start: table"),
     "plan": ("pipeline.plan.report", "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)"),
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
@@ -106,6 +109,9 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as e:
         print(f"mathrl: config error: {e}", file=sys.stderr)
         return 2
+    from pipeline import determinism
+
+    determinism.pin_cpu_kernels(cfg.cpu_isa)  # read when torch loads: before the stage imports it
     module, _, function = STAGES[args.stage][0].partition(":")
     stage = getattr(importlib.import_module(module), function or "main")
     kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS) if hasattr(args, k)}

@@ -38,7 +38,7 @@ def _one_thread() -> None:
 def run_config(cfg: RunConfig, mode: str, seed: int) -> RunConfig:
     """The config of one (mode, seed) run; built (and so checked) before any run starts."""
     return dataclasses.replace(
-        cfg, name=f"{cfg.name}-exp-{mode}-seed{seed}", seed=seed,
+        cfg, name=f"{cfg.name}-exp-{mode}-seed{seed}", seed=seed, threads=cfg.threads or 1,
         train=dataclasses.replace(cfg.train, advantage=mode, eval_every=cfg.train.eval_every or 10))
 
 

@@ -6,7 +6,11 @@ For the CPU default (`configs/cpu_tiny.yaml`) that is: build the tiny model -> S
 and training ends by writing the model card `final/README.md` (``pipeline/card.py``), which the
 evals after training update. The last line printed is machine-readable:
 
-    result: task=<name> before=<accuracy 0..1> after=<accuracy 0..1> minutes=<wall minutes>
+    result: task=<name> before=<accuracy 0..1> after=<accuracy 0..1> [greedy_before=... greedy_after=...
+            <split>_before=... <split>_after=... <split>_greedy_before=... ...] minutes=<wall minutes>
+
+``before``/``after`` are the configured eval (for the CPU default: 4 samples at T = 1); the
+optional fields are the greedy eval and the ``eval.extra_splits`` (gsm-synth's ``test_longer``).
 
 Both commands hand the GRPO trainer its periodic eval (``evals.run.periodic_eval``): the stages
 sit above both ``pipeline.grpo`` and ``evals``, which do not import each other.
@@ -35,17 +39,9 @@ def train(cfg: RunConfig, command: str | None = None) -> int:
     return code
 
 
-def greedy(cfg: RunConfig) -> RunConfig:
-    """The same config with greedy single-sample evaluation."""
-    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, n_samples=1, temperature=0.0, ks=[1]))
-
-
-def is_greedy(cfg: RunConfig) -> bool:
-    return cfg.eval.n_samples == 1 and cfg.eval.temperature <= 0
-
-
-def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
-    """Eval of ``model_path`` with the eval section's settings, outputs in ``out_dir``."""
+def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path, split: str | None = None) -> dict:
+    """Eval of ``model_path`` with the eval section's settings (on ``split``, default ``eval.split``),
+    outputs in ``out_dir``."""
     from evals.loading import load_for_eval
     from evals.run import eval_engine, evaluate_with_config
 
@@ -53,15 +49,17 @@ def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path) -> dict:
     model, tok, path = load_for_eval(model_path, cfg.model.dtype, cfg.device)
     engine = eval_engine(cfg, model, tok, path)
     try:
-        return evaluate_with_config(model, tok, cfg, engine=engine, output_dir=out_dir, progress=True)
+        return evaluate_with_config(model, tok, cfg, split=split, engine=engine, output_dir=out_dir, progress=True)
     finally:
         engine.close()
 
 
-def _title(cfg: RunConfig) -> str:
-    if is_greedy(cfg):
-        return "greedy accuracy"
-    return f"mean accuracy of {cfg.eval.n_samples} samples at temperature {cfg.eval.temperature:g}"
+def _title(cfg: RunConfig, split: str) -> str:
+    from evals.run import is_greedy
+
+    what = "greedy accuracy" if is_greedy(cfg) else \
+        f"mean accuracy of {cfg.eval.n_samples} samples at temperature {cfg.eval.temperature:g}"
+    return what if split == cfg.eval.split else f"{what}, split `{split}`"
 
 
 def write_report(run_dir: Path, cfg: RunConfig, results: list[tuple[str, dict, dict]], minutes: float) -> Path:
@@ -79,23 +77,50 @@ def write_report(run_dir: Path, cfg: RunConfig, results: list[tuple[str, dict, d
     if (run_dir / "curves.png").is_file():
         lines += ["![training curves](curves.png)", ""]
     lines += ["Files: `config.yaml` (resolved config), `metrics.jsonl`, `samples.jsonl`, `checkpoints/`, "
-              "`final/` (with the model card `README.md`), `eval/[greedy_]before|after/` (results.jsonl, summary.json, report.md)."]
+              "`final/` (with the model card `README.md`), `eval/[<split>_][greedy_]before|after/` (results.jsonl, "
+              "summary.json, report.md), `eval/step_N/` (the periodic evals)."]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _eval_all(settings: dict[str, RunConfig], model_path: str, run_dir: Path, when: str) -> dict[str, dict]:
-    """Evaluate ``model_path`` under each eval setting into ``eval/<tag><when>/``."""
+def eval_plan(cfg: RunConfig) -> dict[str, tuple[RunConfig, str]]:
+    """key -> (eval config, split) of every before/after eval: the configured eval and, when it
+    samples, a greedy one (key prefix ``greedy_``), on ``eval.split`` and on each of
+    ``eval.extra_splits`` (key prefix ``<split>_``)."""
+    from evals.run import eval_settings
+
+    plan = {}
+    for split in [cfg.eval.split, *cfg.eval.extra_splits]:
+        for tag, c in eval_settings(cfg).items():
+            plan[f"{'' if split == cfg.eval.split else split + '_'}{tag}"] = (c, split)
+    return plan
+
+
+def eval_all(plan: dict[str, tuple[RunConfig, str]], model_path: str, run_dir: Path, when: str) -> dict[str, dict]:
+    """Evaluate ``model_path`` under each planned eval into ``eval/<key><when>/``."""
     out = {}
-    for tag, c in settings.items():
-        out[tag] = evaluate_model(c, model_path, run_dir / "eval" / f"{tag}{when}")
-        print(f"{when} GRPO: {_title(c)} {out[tag]['accuracy']:.3f} on {c.eval.dataset}")
+    for key, (c, split) in plan.items():
+        out[key] = evaluate_model(c, model_path, run_dir / "eval" / f"{key}{when}", split=split)
+        print(f"{when} GRPO: {_title(c, split)} {out[key]['accuracy']:.3f} on {c.eval.dataset}")
     return out
 
 
+def result_line(task: str, before: dict[str, dict], after: dict[str, dict], minutes: float) -> str:
+    """``result: task=<task> before=<acc> after=<acc> [<key>before=<acc> <key>after=<acc> ...] minutes=<m>``:
+    the configured eval first (the fields of the original line), then every other eval of the plan
+    (``greedy_before``, ``test_longer_greedy_after``, ...); minutes last."""
+    fields = [f"task={task}", f"before={before['']['accuracy']:.4f}", f"after={after['']['accuracy']:.4f}"]
+    fields += [f"{key}{when}={res[key]['accuracy']:.4f}" for key in before if key
+               for when, res in (("before", before), ("after", after))]
+    return "result: " + " ".join(fields) + f" minutes={minutes:.1f}"
+
+
 def main(cfg: RunConfig, command: str | None = None) -> int:
+    from pipeline import determinism
+
     start = time.time()
+    determinism.apply(cfg, "run")
     run_dir = Path(cfg.output_dir) / cfg.name
     if "build-tiny" in cfg.stages:
         from pipeline import models
@@ -103,26 +128,24 @@ def main(cfg: RunConfig, command: str | None = None) -> int:
     if "sft" in cfg.stages:
         from pipeline import sft
         sft.main(cfg)
-    # The configured eval, plus a greedy one when the configured eval samples.
-    settings = {"": cfg} if is_greedy(cfg) else {"": cfg, "greedy_": greedy(cfg)}
-    before = _eval_all(settings, cfg.model.name_or_path, run_dir, "before") if "eval" in cfg.stages else {}
+    plan = eval_plan(cfg)
+    before = eval_all(plan, cfg.model.name_or_path, run_dir, "before") if "eval" in cfg.stages else {}
     after = {}
     if "train" in cfg.stages:
         code = train(cfg, command)
         if code:
             return code
         if "eval" in cfg.stages:
-            after = _eval_all(settings, str(run_dir / "final"), run_dir, "after")
+            after = eval_all(plan, str(run_dir / "final"), run_dir, "after")
             write_card(run_dir, cfg, command)  # now with the results of the trained model
     minutes = (time.time() - start) / 60
     run_dir.mkdir(parents=True, exist_ok=True)
-    results = [(_title(c), before[tag], after[tag]) for tag, c in settings.items() if after]
+    results = [(_title(c, split), before[key], after[key]) for key, (c, split) in plan.items() if after]
     report = write_report(run_dir, cfg, results, minutes)
     print(f"report: {report}")
     if after:
-        print(f"result: task={cfg.train.task} before={before['']['accuracy']:.4f} "
-              f"after={after['']['accuracy']:.4f} minutes={minutes:.1f}")
+        print(result_line(cfg.train.task, before, after, minutes))
     return 0
 
 
-__all__ = ["main", "train", "evaluate_model", "write_report"]
+__all__ = ["eval_all", "eval_plan", "evaluate_model", "main", "result_line", "train", "write_report"]

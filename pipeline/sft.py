@@ -26,11 +26,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from pipeline import determinism
 from pipeline.config import RunConfig
 from pipeline.data.problems import load_problems
 from pipeline.prompts import build_prompt
 
 STEP_RE = re.compile(r"^(.*)<<(\d+)([-+*/])(\d+)=(\d+)>>(\d+)(.*)$")
+SAME_RE = re.compile(r"^same: (\d+)$")
 ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
 DELTAS = (1, -1, 2, -2, 10, -10)
 
@@ -45,56 +47,100 @@ def _calc(op: str, a: int, b: int) -> int | None:
     return a // b if b and a % b == 0 else None
 
 
-def _parse_steps(solution: str) -> list[tuple[int, list]] | None:
-    """(line index, [prefix, a, op, b, result, suffix]) per annotated line; None if none parse."""
-    steps = []
-    for i, line in enumerate(solution.split("\n")):
+def _parse(solution: str) -> list:
+    """Per line: ``[prefix, a, op, b, result, suffix]`` for a calculator step, the value of a
+    ``same: <value>`` line (gsm-synth distractors), or the line's text."""
+    items: list = []
+    for line in solution.split("\n"):
         m = STEP_RE.match(line)
         if m and m.group(5) == m.group(6):
             pre, a, op, b, c, _, post = m.groups()
-            steps.append((i, [pre, int(a), op, int(b), int(c), post]))
-    return steps or None
+            items.append([pre, int(a), op, int(b), int(c), post])
+            continue
+        m = SAME_RE.match(line)
+        items.append(int(m.group(1)) if m else line)
+    return items
+
+
+def _replay(items: list, result_of) -> tuple[list, int] | None:
+    """The steps recomputed in order: a step that continued from the previous result continues
+    from the new one, and writes ``result_of(k, a, op, b)`` (k: its index among the steps; None =
+    impossible, e.g. a negative difference); ``same`` lines follow. (items, last result) or None."""
+    out: list = []
+    old = new = None  # the previous step's result before and after the replay
+    k = 0
+    for item in items:
+        if isinstance(item, list):
+            pre, a, op, b, c, post = item
+            a = new if old is not None and a == old else a
+            result = result_of(k, a, op, b)
+            if result is None or result < 0:
+                return None
+            out.append([pre, a, op, b, result, post])
+            old, new, k = c, result, k + 1
+        elif isinstance(item, int):
+            out.append(new if old is not None and item == old else item)
+        else:
+            out.append(item)
+    return (out, new) if k else None
+
+
+def _render(items: list, answer: int) -> str:
+    lines = [f"{i[0]}<<{i[1]}{i[2]}{i[3]}={i[4]}>>{i[4]}{i[5]}" if isinstance(i, list)
+             else f"same: {i}" if isinstance(i, int) else i for i in items]
+    return ANSWER_RE.sub(f"#### {answer}", "\n".join(lines))
 
 
 def corrupt_solution(solution: str, rng: random.Random) -> str | None:
-    """``solution`` with one step's result wrong and the error carried forward, or None."""
-    steps = _parse_steps(solution)
-    if steps is None:
-        return None
-    lines = solution.split("\n")
-    for _ in range(10):
-        j = rng.randrange(len(steps))
-        new = [list(s) for _, s in steps]
-        new[j][4] += rng.choice(DELTAS)
-        if new[j][4] < 0:
-            continue
-        ok = True
-        for k in range(j + 1, len(new)):
-            if steps[k][1][1] == steps[k - 1][1][4]:  # this step used the previous result
-                new[k][1] = new[k - 1][4]
-            res = _calc(new[k][2], new[k][1], new[k][3])
-            if res is None:
-                ok = False
-                break
-            new[k][4] = res
-        if not ok:
-            continue
-        for (i, _), (pre, a, op, b, c, post) in zip(steps, new):
-            lines[i] = f"{pre}<<{a}{op}{b}={c}>>{c}{post}"
-        text = "\n".join(lines)
-        return ANSWER_RE.sub(f"#### {new[-1][4]}", text) if steps[-1][1][4] != new[-1][4] else text
+    """``solution`` with one step's result wrong (off by 1, 2 or 10) and the error carried
+    forward, or None."""
+    items = _parse(solution)
+    n = sum(isinstance(i, list) for i in items)
+    for _ in range(10 if n else 0):
+        j, delta = rng.randrange(n), rng.choice(DELTAS)
+        replayed = _replay(items, lambda k, a, op, b: None if _calc(op, a, b) is None
+                           else _calc(op, a, b) + (delta if k == j else 0))
+        if replayed is not None:
+            return _render(*replayed)
     return None
 
 
-def corrupt_records(records: list[dict], frac: float, seed: int) -> tuple[list[dict], int]:
-    """Copies of ``records`` with about ``frac`` of the solutions corrupted; (records, count)."""
+def has_bug_site(op: str, a: int, b: int) -> bool:
+    """A step where the classic bugs apply: an addition with a carry or a subtraction with a borrow."""
+    return (op == "+" and a % 10 + b % 10 >= 10) or (op == "-" and a >= 10 and a % 10 < b % 10)
+
+
+def buggy_solution(solution: str, rng: random.Random, frac: float) -> str | None:
+    """``solution`` as a student with the forgotten-carry / forgotten-borrow bugs writes it: each
+    addition with a carry loses it (-10) and each subtraction with a borrow keeps the tens (+10),
+    each with probability ``frac``; later steps continue from the buggy values. None if unchanged."""
+    def result_of(k, a, op, b):
+        right = _calc(op, a, b)
+        if right is None or not has_bug_site(op, a, b) or rng.random() >= frac:
+            return right
+        return right - 10 if op == "+" else right + 10
+
+    replayed = _replay(_parse(solution), result_of)
+    if replayed is None:
+        return None
+    text = _render(*replayed)
+    return text if text != solution else None
+
+
+def corrupt_records(records: list[dict], frac: float, seed: int, mode: str = "slip") -> tuple[list[dict], int]:
+    """Copies of ``records`` with corrupted solutions; (records, how many were changed). ``slip``:
+    about ``frac`` of the solutions get one wrong step; ``carry``: every carry / borrow step is
+    done wrong with probability ``frac`` (``buggy_solution``)."""
     rng = random.Random(seed)
     out, count = [], 0
     for r in records:
-        if frac > 0 and rng.random() < frac:
+        bad = None
+        if mode == "carry" and frac > 0:
+            bad = buggy_solution(r["solution"], rng, frac)
+        elif mode == "slip" and frac > 0 and rng.random() < frac:
             bad = corrupt_solution(r["solution"], rng)
-            if bad is not None:
-                r, count = {**r, "solution": bad, "corrupted": True}, count + 1
+        if bad is not None:
+            r, count = {**r, "solution": bad, "corrupted": True}, count + 1
         out.append(r)
     return out, count
 
@@ -224,11 +270,12 @@ def main(cfg: RunConfig) -> int:
     if report_path.is_file() and json.loads(report_path.read_text()).get("stamp") == stamp:
         print(f"sft: {s.output} is up to date (same init, data and settings); skipping")
         return 0
+    determinism.apply(cfg, "sft")
     torch.manual_seed(cfg.seed)
     t0 = time.time()
     model, tok = load_policy(s.init, dtype="float32", device=cfg.device)
     train_records = load_problems(cfg.data.prepared_dir, s.task, "train", synth=cfg.data)
-    train_records, n_bad = corrupt_records(train_records, s.corrupt_frac, cfg.seed)
+    train_records, n_bad = corrupt_records(train_records, s.corrupt_frac, cfg.seed, s.corrupt_mode)
     print(f"sft: {len(train_records)} training solutions, {n_bad} corrupted; "
           f"{sum(p.numel() for p in model.parameters()):,} params")
     losses = train(model, tok, encode(train_records, tok, cfg), cfg)
@@ -249,5 +296,5 @@ def main(cfg: RunConfig) -> int:
     return 0
 
 
-__all__ = ["accuracy_report", "corrupt_records", "corrupt_solution", "encode", "evaluate", "extract_answer",
+__all__ = ["accuracy_report", "buggy_solution", "corrupt_records", "corrupt_solution", "encode", "evaluate", "extract_answer",
            "main", "train"]

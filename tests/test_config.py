@@ -87,6 +87,11 @@ def test_cli_reports_bad_key_in_one_line():
     (["eval.n_samples=2", "eval.temperature=0"], "eval.n_samples"),
     (["rollout.tis_cap=2.0", "rollout.top_p=0.9"], "rollout.tis_cap=2"),
     (["rollout.tis_cap=2.0", "rollout.top_k=50"], "rollout.tis_cap=2"),
+    (["threads=-1"], "threads"),
+    (["data.synth_distractors=-1"], "data.synth_distractors"),
+    (["data.synth_longer_size=-5"], "data.synth_longer_size"),
+    (["cpu_isa=neon"], "'avx2'"),
+    (["sft.corrupt_mode=typo"], "'slip', 'carry'"),
 ])
 def test_bad_values_are_refused_when_loading(overrides, fragment):
     """Value rules (checks.py) run when the config is built: one line naming the key."""

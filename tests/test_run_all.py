@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import torch
 
 from pipeline import run_all
 from pipeline.config import ConfigError, load_run_config
@@ -15,13 +16,24 @@ def test_run_prints_result_line_last_and_writes_report(tiny_setup, capsys):
                                  f"model.name_or_path={root}/run-all-sft", "sft.steps=3", "sft.eval_limit=0",
                                  "train.steps=1", "train.questions_per_step=2", "rollout.group_size=2",
                                  "rollout.max_new_tokens=8", "eval.limit=3", "eval.max_new_tokens=8",
-                                 "eval.n_samples=2", "eval.temperature=1.0", "eval.ks=[1, 2]"])
-    assert run_all.main(cfg) == 0
+                                 "eval.n_samples=2", "eval.temperature=1.0", "eval.ks=[1, 2]",
+                                 "eval.extra_splits=[train]", "threads=1"])
+    threads = torch.get_num_threads()
+    try:
+        assert run_all.main(cfg) == 0
+    finally:
+        torch.set_num_threads(threads)  # the config's threads=1 must not leak into later tests
     lines = capsys.readouterr().out.strip().splitlines()
-    assert re.fullmatch(r"result: task=gsm-synth before=[01]\.\d{4} after=[01]\.\d{4} minutes=\d+\.\d", lines[-1])
+    # The original fields first (a parser of the old line still works), the new ones before minutes.
+    acc = r"[01]\.\d{4}"
+    assert re.fullmatch(rf"result: task=gsm-synth before={acc} after={acc} greedy_before={acc} greedy_after={acc} "
+                        rf"train_before={acc} train_after={acc} train_greedy_before={acc} train_greedy_after={acc} "
+                        r"minutes=\d+\.\d", lines[-1])
+    assert any(line.startswith("run: torch threads 1 (config threads=1)") for line in lines)
     report = (root / "runs" / "run-all" / "report.md").read_text()
     assert "mean accuracy of 2 samples at temperature 1" in report and "greedy accuracy" in report
-    for sub in ("before", "after", "greedy_before", "greedy_after"):
+    assert "greedy accuracy, split `train`" in report
+    for sub in ("before", "after", "greedy_before", "greedy_after", "train_before", "train_greedy_after"):
         assert (root / "runs" / "run-all" / "eval" / sub / "summary.json").is_file()
 
 

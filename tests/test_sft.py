@@ -42,6 +42,46 @@ def test_corruption_makes_exactly_one_step_wrong_and_carries_it_forward():
     assert corrupted > 450
 
 
+def test_slip_corruption_updates_distractor_lines():
+    train, _ = generate(DataConfig(synth_train_size=300, synth_test_size=10, synth_distractors=2))
+    rng = random.Random(0)
+    checked = 0
+    for r in train:
+        bad = sft.corrupt_solution(r["solution"], rng)
+        if bad is None or "same:" not in bad:
+            continue
+        value = None
+        for line in bad.split("\n")[:-1]:  # every same line repeats the (possibly wrong) value before it
+            m = LINE.search(line)
+            if m:
+                value = int(m.group(4))
+            elif value is not None:
+                assert line == f"same: {value}", bad
+                checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.5, 1.0])
+def test_carry_bug_only_touches_carries_and_borrows(frac):
+    train, _ = generate(DataConfig(synth_train_size=600, synth_test_size=10, synth_distractors=1))
+    out, n = sft.corrupt_records(train, frac, seed=3, mode="carry")
+    sites = wrong = 0
+    for r, o in zip(train, out):
+        old, new = steps(r["solution"]), steps(o["solution"])
+        assert [(op, b) for _, op, b, _ in new] == [(op, b) for _, op, b, _ in old]
+        for k, (a, op, b, c) in enumerate(new):
+            assert k == 0 or a == new[k - 1][3] or old[k][0] != old[k - 1][3]  # the chain continues
+            site = sft.has_bug_site(op, a, b)
+            sites += site
+            if c != CALC[op](a, b):  # a wrong step is a bug site done the buggy way, nothing else
+                assert site and c == CALC[op](a, b) + (-10 if op == "+" else 10), o["solution"]
+                wrong += 1
+        assert sft.extract_answer(o["solution"]) == str(new[-1][3])
+        assert o.get("corrupted", False) == (o["solution"] != r["solution"])
+    assert sites > 200 and wrong / sites == pytest.approx(frac, abs=0.08)
+    assert n == sum(o.get("corrupted", False) for o in out)
+
+
 def test_corrupt_records_fraction_and_untouched_originals():
     train, _ = generate(DataConfig(synth_train_size=2000, synth_test_size=10))
     out, n = sft.corrupt_records(train, 0.3, seed=1)

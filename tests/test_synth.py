@@ -77,3 +77,40 @@ def test_bad_knobs_are_rejected():
         generate(cfg(synth_min_steps=3, synth_max_steps=2))
     with pytest.raises(ValueError, match="synth_max_value"):
         generate(cfg(synth_max_number=50, synth_max_value=60))
+
+
+SAME = re.compile(r"^same: (\d+)$")
+
+
+def test_distractors_get_a_same_line_and_leave_the_arithmetic_alone():
+    c = cfg(synth_distractors=2)
+    train, test = generate(c)
+    with_same = 0
+    for r in train + test:
+        lines = r["solution"].split("\n")[:-1]
+        assert len(lines) == r["question"].count(".") - 1  # one line per sentence after "X has N items."
+        plain = [line for line in lines if not SAME.match(line)]
+        check_record({**r, "solution": "\n".join(plain + [f"#### {r['answer']}"])}, c)
+        value = int(re.match(r"\w+ has (\d+) ", r["question"]).group(1))
+        for line in lines:  # a same line repeats the value reached so far
+            m = SAME.match(line)
+            if m:
+                assert int(m.group(1)) == value
+                with_same += 1
+            else:
+                value = int(LINE.match(line).group(4))
+    assert with_same > len(train) // 2
+    assert generate(cfg(synth_distractors=0)) == generate(cfg())  # off: the same problems as before
+
+
+def test_longer_split_has_one_more_calculation_and_is_seeded():
+    from pipeline.data.synth import generate_longer
+
+    c = cfg(synth_max_steps=3, synth_longer_size=50, synth_distractors=1)
+    longer = generate_longer(c)
+    assert len(longer) == 50 and {num_steps(r) for r in longer} == {4}
+    assert {r["split"] for r in longer} == {"test_longer"} and len({r["question"] for r in longer}) == 50
+    assert longer == generate_longer(c)
+    train, test = generate(c)
+    assert max(num_steps(r) for r in train + test) == 3
+    assert (train, test) == generate(cfg(synth_max_steps=3, synth_distractors=1))  # the split changes neither

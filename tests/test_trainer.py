@@ -4,6 +4,7 @@ and stops cleanly on a non-finite loss."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -109,3 +110,62 @@ def test_variants_run(tiny_setup, extra):
     run_dir = trainer.train(cfg)
     row = read_metrics(run_dir)[0]
     assert row["grad_norm"] >= 0 and "loss" in row
+
+
+def test_entropy_is_logged_and_kl_only_when_computed(tiny_setup):
+    """Entropy from the update's own logits: positive and at most log(vocabulary); the KL statistic
+    appears only when a reference is in the loss (beta > 0), not as a constant 0."""
+    with_kl = read_metrics(trainer.train(run_cfg(tiny_setup, "ent-kl", "train.steps=1", "train.beta=0.1")))[0]
+    no_kl = read_metrics(trainer.train(run_cfg(tiny_setup, "ent-nokl", "train.steps=1", "train.beta=0")))[0]
+    vocab = len(load_policy(run_cfg(tiny_setup, "x").model.name_or_path)[1])
+    for row in (with_kl, no_kl):
+        assert 0.1 < row["entropy"] <= math.log(vocab) + 1e-4
+    assert "kl" in with_kl and "kl" not in no_kl
+    assert no_kl["entropy"] == pytest.approx(with_kl["entropy"], rel=1e-5)  # same samples, same policy
+
+
+def test_entropy_matches_a_direct_computation(tiny_setup):
+    """The trainer's entropy equals the mean over completion tokens of -sum p log p computed from a
+    separate forward at the sampling temperature."""
+    from pipeline.grpo.episodes import pack
+    from pipeline.grpo.logprobs import token_logprobs
+
+    model, tok = load_policy(run_cfg(tiny_setup, "x").model.name_or_path)
+    from pipeline.rollout.base import SamplingParams
+    from pipeline.rollout.hf_engine import HFEngine
+    from pipeline.grpo.episodes import Episode
+    samples = HFEngine(model, tok).generate(["Tom has 3 pens."], 4, SamplingParams(8, 0.7, seed=5))[0]
+    eps = [Episode(problem_id="p", group=0, sample=j, prompt=s.prompt, completion=s.completion,
+                   prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
+                   gold="1") for j, s in enumerate(samples)]
+    packed = pack(eps, tok.pad_token_id)
+    _, ent = token_logprobs(model, packed, temperature=0.7, entropy=True)
+    with torch.no_grad():
+        logits = model(input_ids=packed.input_ids, attention_mask=packed.attention_mask,
+                       position_ids=packed.position_ids).logits[:, packed.prompt_width - 1:-1] / 0.7
+        p = torch.softmax(logits.float(), -1)
+        direct = -(p * torch.log_softmax(logits.float(), -1)).sum(-1)
+    m = packed.completion_mask.bool()
+    assert torch.allclose(ent[m], direct[m], atol=1e-4)
+
+
+def test_eval_on_start_logs_step_zero_and_names_the_policy(tiny_setup):
+    from evals.run import periodic_eval
+
+    cfg = run_cfg(tiny_setup, "eval-start", "train.steps=2", "train.eval_every=2", "train.eval_on_start=true",
+                  "train.eval_limit=4", "eval.n_samples=2", "eval.temperature=1.0", "eval.ks=[1, 2]",
+                  "eval.max_new_tokens=8", "eval.extra_splits=[train]")
+    run_dir = trainer.train(cfg, evaluate=periodic_eval(cfg))
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for row in (rows[0], rows[2]):
+        for key in ("eval/accuracy", "eval/sampled_accuracy", "eval/greedy_accuracy",
+                    "eval/train/sampled_accuracy", "eval/train/greedy_accuracy"):
+            assert 0.0 <= row[key] <= 1.0, key
+        assert row["eval/accuracy"] == row["eval/sampled_accuracy"]
+    assert "reward/mean" not in rows[0] and "eval/accuracy" not in rows[1]
+    for step in (0, 2):
+        for sub in ("", "greedy", "train", "train_greedy"):
+            summary = json.loads((run_dir / "eval" / f"step_{step}" / sub / "summary.json").read_text())
+            assert summary["model"] == f"policy@step {step}"
+    assert (run_dir / "curves.png").is_file()

@@ -42,6 +42,9 @@ def check_data(d) -> None:
     if not 1 <= d.synth_min_steps <= d.synth_max_steps:
         raise ConfigError(f"need 1 <= data.synth_min_steps <= data.synth_max_steps, got "
                           f"{d.synth_min_steps} and {d.synth_max_steps}")
+    for key in ("synth_distractors", "synth_longer_size"):
+        if getattr(d, key) < 0:
+            raise ConfigError(f"data.{key} must be >= 0, got {getattr(d, key)}")
     if d.synth_max_value < 2 * d.synth_max_number:
         # then + or - always fits, so every drawn problem can be completed
         raise ConfigError(f"data.synth_max_value={d.synth_max_value} must be at least 2 * data.synth_max_number "
@@ -161,6 +164,8 @@ def check_run(cfg) -> None:
     if cfg.reward.truncated_zero and cfg.train.advantage == "process":
         raise ConfigError("reward.truncated_zero is for outcome supervision; with train.advantage=process "
                           "use train.mask_truncated=true to drop truncated completions")
+    if cfg.threads < 0:
+        raise ConfigError(f"threads must be >= 0 (0 = torch's default), got {cfg.threads}")
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")

@@ -45,6 +45,10 @@ class DataConfig:
     """gsm-synth: cap on every intermediate and final value (keeps the arithmetic learnable)."""
     synth_seed: int = 1234
     """gsm-synth: generator seed (same seed -> same files)."""
+    synth_distractors: int = 0
+    """gsm-synth: most sentences without a number mixed into a problem (each answered by a `same: <value>` line), so the number of solution lines no longer gives away the number of calculations."""
+    synth_longer_size: int = 0
+    """gsm-synth: problems in the `test_longer` split, each with synth_max_steps + 1 calculations (one more than any train/test problem: a generalisation test); 0 = no such split."""
 
     def __post_init__(self):
         checks.check_data(self)
@@ -159,7 +163,7 @@ class RolloutConfig:
     server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """vllm_server: weight broadcast backend; `auto` = NCCL when the policy and the server are on different GPUs, else gloo (CPU)."""
     seed_block: int = 0
-    """Questions per seeded generate call (seed from the first one's draw index); 0 = one RNG stream, or 1 when ranks > 1."""
+    """Questions per seeded generate call (seed from the first one's draw index in the run); 0 = a step's questions in one call (one process) or 1 (ranks > 1). Sampling is always seeded."""
 
     def __post_init__(self):
         checks.check_rollout(self)
@@ -266,6 +270,8 @@ class TrainConfig:
     """Evaluate on the task's test split every N steps (0 = off)."""
     eval_limit: int = 200
     """Test problems used by the periodic eval."""
+    eval_on_start: bool = False
+    """Also run the periodic eval before the first step (logged as step 0), as TRL's eval_on_start."""
     log_samples: int = 2
     """Sample completions written to samples.jsonl per step."""
     report_to: list[str] = field(default_factory=lambda: ["auto"])
@@ -309,7 +315,9 @@ class SFTConfig:
     warmup_steps: int = 30
     """Linear warmup steps."""
     corrupt_frac: float = 0.3
-    """Fraction of training solutions with one arithmetic step made wrong (so RL has room)."""
+    """`slip`: fraction of training solutions with one arithmetic step made wrong; `carry`: probability that each carry / borrow step is done the buggy way (so RL has room)."""
+    corrupt_mode: Literal["slip", "carry"] = "slip"
+    """`slip`: one random step off by 1, 2 or 10; `carry`: the forgotten-carry / forgotten-borrow bugs of Brown & Burton (1978), a systematic error (docs/cpu_default.md)."""
     eval_limit: int = 200
     """Test problems for the greedy accuracy printed after training (0 = skip)."""
 
@@ -322,6 +330,8 @@ class EvalConfig:
     """gsm8k, math, math500, gsm-synth, or a JSONL path in the prepared schema."""
     split: str = "test"
     """Split of a prepared dataset."""
+    extra_splits: list[str] = field(default_factory=list)
+    """More splits of the same dataset evaluated with the same settings by `mathrl run` (before and after) and the periodic eval, e.g. gsm-synth's `test_longer`."""
     limit: int = 0
     """Evaluate only the first N problems (0 = all)."""
     n_samples: int = 1
@@ -367,6 +377,12 @@ class RunConfig:
     """`auto` (cuda if torch sees a GPU, else cpu with a warning on stderr), `cpu`, or `cuda` (stops when there is no GPU); under torchrun it also picks the backend: gloo for cpu, NCCL for cuda."""
     stages: list[str] = field(default_factory=lambda: ["train", "eval"])
     """What `mathrl run` (`make train`) does, in order: any of build-tiny, sft, train, eval."""
+    threads: int = 0
+    """torch CPU threads for every stage, set and printed at its start (0 = torch's default, one per core: results may then depend on the machine's core count). Overrides OMP_NUM_THREADS."""
+    deterministic: bool = False
+    """torch.use_deterministic_algorithms(True, warn_only=True): ops with a deterministic variant use it."""
+    cpu_isa: Literal["", "default", "avx2", "avx512"] = ""
+    """Pin torch's and MKL's CPU kernels (ATEN_CPU_CAPABILITY, MKL_CBWR) so CPUs with different vector units compute the same floats; `avx2` covers any x86-64 CPU of the last decade. Set by `mathrl` before torch loads; empty = the CPU's best."""
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)

@@ -181,7 +181,10 @@ def _prepare_dataset(cfg: DataConfig, dataset: str) -> dict[str, int]:
     if dataset == SYNTH:
         from pipeline.data import synth
 
-        for split, records in zip(("train", "test"), synth.generate(cfg)):
+        splits = dict(zip(("train", "test"), synth.generate(cfg)))
+        if cfg.synth_longer_size:
+            splits[synth.LONGER] = synth.generate_longer(cfg)
+        for split, records in splits.items():
             write_jsonl(prepared_path(cfg.prepared_dir, dataset, split), records)
             counts[split] = len(records)
         return counts

@@ -49,8 +49,11 @@ def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0
     elif dataset == SYNTH and synth is not None:
         from pipeline.data import synth as generator
 
-        train, test = generator.generate(synth)
-        problems = train if split == "train" else test
+        if split == generator.LONGER:
+            problems = generator.generate_longer(synth)
+        else:
+            train, test = generator.generate(synth)
+            problems = train if split == "train" else test
     elif dataset.endswith(".jsonl"):
         raise DataError(f"data file not found: {path}")
     else:

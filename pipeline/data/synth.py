@@ -15,6 +15,15 @@ unchanged. Lines are kept short on purpose: the model is tiny and every token co
 Difficulty knobs (``DataConfig.synth_*``): number of steps, largest number in the statement,
 largest multiplier/divisor, operations, and a cap on every intermediate value. Train and test
 are disjoint by question text; the same seed always gives the same records.
+
+Two more knobs exist for measuring generalisation (docs/cpu_default.md):
+- ``synth_distractors``: up to this many sentences without a number ("It is a sunny day.") are
+  mixed into a problem, each answered by a ``same: <value>`` line. The solution then has one line
+  per sentence and a problem's number of lines no longer gives away its number of calculations,
+  which is what lets a model trained on 1-3 calculations carry out 4 (a model trained without
+  them writes exactly 3 lines for any longer problem).
+- ``synth_longer_size``: the ``test_longer`` split, problems with ``synth_max_steps + 1``
+  calculations, one more than any train or test problem (disjoint from both by construction).
 """
 
 from __future__ import annotations
@@ -37,9 +46,15 @@ PHRASES: dict[str, tuple[str, list[str]]] = {
 }
 
 
+# Sentences without a number that change nothing; {p} the person (or pronoun), {f} the friend.
+DISTRACTORS = ["It is a sunny day.", "{f} visits {n}.", "{p} smiles.", "{f} likes {item}.", "{p} sings a song."]
+SAME = ""  # the op of a distractor "step": the value stays the same
+LONGER = "test_longer"  # the split with one calculation more than any train/test problem
+
+
 @dataclass(frozen=True)
 class Step:
-    op: str
+    op: str  # + - * /, or SAME for a distractor sentence (a == result, b unused)
     a: int
     b: int
     result: int
@@ -71,12 +86,13 @@ def _operand(rng: random.Random, op: str, value: int, cfg: DataConfig) -> int | 
     return rng.choice(divisors) if divisors else None
 
 
-def make_problem(rng: random.Random, cfg: DataConfig) -> tuple[str, list[Step], int]:
-    """(question, steps, start value) for one random problem."""
+def make_problem(rng: random.Random, cfg: DataConfig, n_steps: int | None = None) -> tuple[str, list[Step], int]:
+    """(question, steps, start value) for one random problem; ``n_steps`` calculations (default:
+    drawn from the knobs), plus up to ``synth_distractors`` distractor sentences."""
     name, friend = rng.sample(NAMES, 2)
     item = rng.choice(ITEMS)
     value = start = rng.randint(2, cfg.synth_max_number)
-    n_steps = rng.randint(cfg.synth_min_steps, cfg.synth_max_steps)
+    n_steps = n_steps or rng.randint(cfg.synth_min_steps, cfg.synth_max_steps)
     steps: list[Step] = []
     while len(steps) < n_steps:
         # The drawn op may be impossible (e.g. * at the value cap): try the others, then + / -,
@@ -91,14 +107,31 @@ def make_problem(rng: random.Random, cfg: DataConfig) -> tuple[str, list[Step], 
         result = apply(op, value, b)
         steps.append(Step(op, value, b, result, sentence))
         value = result
+    if cfg.synth_distractors:  # drawn only when on, so problems without them stay as before
+        steps = _add_distractors(rng, cfg.synth_distractors, steps, start, name, friend, item)
     body = " ".join(s.sentence for s in steps)
     question = f"{name} has {start} {item}. {body} How many {item} does {name} have now?"
     return question, steps, start
 
 
+def _add_distractors(rng: random.Random, most: int, steps: list[Step], start: int, name: str, friend: str,
+                     item: str) -> list[Step]:
+    """``steps`` with 0..``most`` distractor sentences inserted at random places."""
+    out = list(steps)
+    for _ in range(rng.randint(0, most)):
+        pos = rng.randint(0, len(out))
+        pronoun = name if pos == 0 else "He" if name in ("Tom", "Ben", "Sam", "Max", "Leo", "Raj") else "She"
+        value = out[pos - 1].result if pos else start
+        sentence = rng.choice(DISTRACTORS).format(p=pronoun, n=name, f=friend, item=item)
+        out.insert(pos, Step(SAME, value, 0, value, sentence))
+    return out
+
+
 def format_solution(steps: list[Step]) -> str:
-    """GSM8K-style solution text: one annotated line per step, then ``#### answer``."""
-    lines = [f"{PHRASES[s.op][0]}: <<{s.a}{s.op}{s.b}={s.result}>>{s.result}" for s in steps]
+    """GSM8K-style solution text: one annotated line per step (``same: <value>`` for a distractor
+    sentence), then ``#### answer``."""
+    lines = [f"same: {s.result}" if s.op == SAME else f"{PHRASES[s.op][0]}: <<{s.a}{s.op}{s.b}={s.result}>>{s.result}"
+             for s in steps]
     return "\n".join(lines + [f"#### {steps[-1].result}"])
 
 
@@ -127,9 +160,30 @@ def generate(cfg: DataConfig) -> tuple[list[dict], list[dict]]:
     return out["train"], out["test"]
 
 
+def generate_longer(cfg: DataConfig) -> list[dict]:
+    """The ``test_longer`` split: ``synth_longer_size`` problems with ``synth_max_steps + 1``
+    calculations, from their own random stream (train and test do not change when it is on)."""
+    rng = random.Random(f"{cfg.synth_seed}:{LONGER}")
+    seen: set[str] = set()
+    out: list[dict] = []
+    tries = 0
+    while len(out) < cfg.synth_longer_size:
+        tries += 1
+        if tries > 50 * cfg.synth_longer_size + 1000:
+            raise ValueError(f"could not draw {cfg.synth_longer_size} distinct {LONGER} problems; "
+                             "raise synth_max_number")
+        question, steps, _ = make_problem(rng, cfg, n_steps=cfg.synth_max_steps + 1)
+        if question in seen:
+            continue
+        seen.add(question)
+        out.append({"id": f"gsm-synth-{LONGER}-{len(out)}", "source": "gsm-synth", "split": LONGER,
+                    "question": question, "answer": str(steps[-1].result), "solution": format_solution(steps)})
+    return out
+
+
 def num_steps(record: dict) -> int:
     """Number of calculator steps in a record's reference solution."""
     return record["solution"].count("<<")
 
 
-__all__ = ["Step", "format_solution", "generate", "make_problem", "num_steps"]
+__all__ = ["LONGER", "Step", "format_solution", "generate", "generate_longer", "make_problem", "num_steps"]

@@ -156,13 +156,12 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0,
     params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
                             cfg.rollout.top_k)
     with timed(timer, "rollout"), autocast_for(cfg, engine):
-        block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else 0)
-        if block:  # seeded calls of `block` questions: samples do not depend on the rank holding them
-            samples = [s for i in range(0, len(prompts), block) for s in engine.generate(
-                prompts[i:i + block], cfg.rollout.group_size,
-                dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))]
-        else:
-            samples = engine.generate(prompts, cfg.rollout.group_size, params)
+        # Seeded calls of `block` questions, each seed from its first question's draw index in the run:
+        # the samples depend on (seed, step), not on other RNG use (evals) nor, with block 1, on the rank.
+        block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else max(1, len(prompts)))
+        samples = [s for i in range(0, len(prompts), block) for s in engine.generate(
+            prompts[i:i + block], cfg.rollout.group_size,
+            dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))]
     samples = samples[:len(problems)]
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,

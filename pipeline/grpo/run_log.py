@@ -11,8 +11,18 @@ import json
 import math
 from pathlib import Path
 
-PLOTTED = [("reward/mean", "reward"), ("reward/correct", "accuracy (train samples)"), ("kl", "KL (k3)"),
-           ("completion_len/mean", "completion tokens"), ("loss", "loss"), ("eval/accuracy", "eval accuracy")]
+# curves.png panels: (title, [(metric, label)], smooth). Smoothed panels draw the raw values faintly
+# and a trailing mean over them; a panel is left out when none of its metrics was logged.
+PANELS = [
+    ("reward (train samples)", [("reward/mean", "reward")], True),
+    ("policy entropy (nats / token)", [("entropy", "entropy")], True),
+    ("clipped tokens", [("clip_frac_low", "low (ratio < 1 - eps, A < 0)"),
+                        ("clip_frac_high", "high (ratio > 1 + eps, A > 0)")], False),
+    ("gradient norm (before clipping)", [("grad_norm", "grad norm")], True),
+    ("KL to the reference", [("kl", "KL")], True),
+    ("completion tokens", [("completion_len/mean", "mean")], True),
+]
+EVAL_PREFIX = "eval/"  # every eval/..._accuracy metric goes into the eval panel
 
 
 def _truncate_jsonl(path: Path, max_step: int) -> None:
@@ -56,26 +66,77 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
+def smooth(values: list[float], window: int) -> list[float]:
+    """Trailing mean over the last ``window`` values (fewer at the start)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v - (values[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+    return [p[0] for p in pts], [float(p[1]) for p in pts]
+
+
+def panels_for(rows: list[dict]) -> list[tuple[str, list[tuple[str, str]], bool]]:
+    """The PANELS whose metrics were logged, each with only its logged series."""
+    out = [(title, [(k, label) for k, label in series if _series(rows, k)[0]], sm) for title, series, sm in PANELS]
+    return [p for p in out if p[1]]
+
+
+def eval_keys(rows: list[dict]) -> list[str]:
+    """The periodic eval's accuracy metrics (eval/accuracy only when no named ones exist)."""
+    keys = {k for r in rows for k in r if k.startswith(EVAL_PREFIX) and k.endswith("accuracy")}
+    named = sorted(k for k in keys if k != "eval/accuracy")
+    return named or sorted(keys)  # eval/accuracy repeats one of the named ones when they exist
+
+
 def plot_curves(run_dir: Path, out: Path | None = None) -> Path | None:
-    """Plot the main training curves from metrics.jsonl into ``curves.png``."""
+    """Plot the training curves from metrics.jsonl into ``curves.png``: reward and the other
+    noisy per-step values raw (faint) and smoothed, clipped-token fractions, the KL only when it
+    was computed, and every periodic eval accuracy (step 0 included with train.eval_on_start)."""
     rows = read_metrics(run_dir)
-    panels = [(k, title) for k, title in PLOTTED if any(r.get(k) is not None for r in rows)]
-    if not panels:
+    train_rows = [r for r in rows if "reward/mean" in r]
+    window = max(5, len(train_rows) // 15)
+    panels = panels_for(train_rows)
+    evals = eval_keys(rows)
+    if not panels and not evals:
         return None
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    n = len(panels) + bool(evals)
     cols = 3
-    fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(4 * cols, 3 * math.ceil(len(panels) / cols)),
+    fig, axes = plt.subplots(math.ceil(n / cols), cols, figsize=(4.4 * cols, 3.2 * math.ceil(n / cols)),
                              squeeze=False)
-    for ax, (key, title) in zip(axes.flat, panels):
-        pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="." if len(pts) < 30 else None)
-        ax.set_title(title)
-        ax.set_xlabel("step")
+    flat = list(axes.flat)
+    if evals:  # first: what the run is for
+        ax = flat[0]
+        for i, key in enumerate(evals):
+            steps, values = _series(rows, key)
+            ax.plot(steps, values, marker="o", color=f"C{i}", label=key.removeprefix(EVAL_PREFIX).replace("_", " "))
+        ax.set_title("periodic eval accuracy (held-out test problems)", fontsize=10)
+        ax.legend(fontsize=7)
+    for ax, (title, series, smoothed) in zip(flat[bool(evals):], panels):
+        for i, (key, label) in enumerate(series):
+            steps, values = _series(train_rows, key)
+            color = f"C{i}"
+            if smoothed:
+                ax.plot(steps, values, color=color, alpha=0.25, linewidth=0.8)
+                ax.plot(steps, smooth(values, window), color=color, label=f"{label}, mean of {window} steps")
+            else:
+                ax.plot(steps, values, color=color, label=label)
+        if not smoothed and all(v == 0 for k, _ in series for v in _series(train_rows, k)[1]):
+            title += "\n(all 0: one update per batch, the ratio is 1)"
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    for ax in flat[:n]:
+        ax.set_xlabel("GRPO step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in flat[n:]:
         ax.axis("off")
     fig.tight_layout()
     out = out or Path(run_dir) / "curves.png"

@@ -43,7 +43,7 @@ import torch
 from tqdm.auto import tqdm
 
 import rewards
-from pipeline import faults
+from pipeline import determinism, faults
 from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
 from pipeline.device import DeviceError, resolve_device
@@ -61,7 +61,8 @@ from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
 from pipeline.rollout.factory import build_engine
 
-# fn(model, tokenizer, engine, out_dir or None) -> eval summary (accuracy, extraction_failure_rate, n_problems)
+# fn(model, tokenizer, engine, out_dir or None, step=N) -> eval summary (accuracy, extraction_failure_rate,
+# n_problems, and optionally "metrics": more {name: value} to log)
 EvalFn = Callable[..., dict]
 
 
@@ -86,6 +87,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         raise TrainingError("train.eval_every is set but no eval function was given: run GRPO through "
                             "`mathrl train` / `mathrl run`, or pass evaluate=evals.run.periodic_eval(cfg)")
     report_to = resolve(cfg.train.report_to)  # a tracker that is not installed stops every rank here
+    determinism.apply(cfg, "train")  # threads, deterministic algorithms (printed)
     # no-op outside torchrun; rank 0 alone writes files; gloo or NCCL after the run's device
     distributed.init(cfg.train.dist_timeout_s, resolve_device(cfg.device))
     main_rank = distributed.is_main()
@@ -108,6 +110,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         set_rng_state(saved["rng"])
     bar = tqdm(range(start + 1, cfg.train.steps + 1), initial=start, total=cfg.train.steps, desc="grpo",
                disable=not main_rank)
+    if cfg.train.eval_every and cfg.train.eval_on_start and start == 0 and _evaluates_here(state, main_rank):
+        log.log(0, _periodic_eval(cfg, state, evaluate, run_dir / "eval" / "step_0" if main_rank else None, 0))
     for step in bar:
         timer: dict[str, float] = {}
         batch = make_batch(cfg, state, timer)
@@ -118,12 +122,10 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
         metrics = step_metrics(cfg, view, update, timer)
-        # HF engine on an FSDP-sharded policy: every rank runs the same eval in lock-step (its forwards
-        # are collectives); rank 0 writes
-        if cfg.train.eval_every and (main_rank or getattr(state.engine, "lockstep", False)) and (
+        if cfg.train.eval_every and _evaluates_here(state, main_rank) and (
                 step % cfg.train.eval_every == 0 or step == cfg.train.steps):
             out_dir = run_dir / "eval" / f"step_{step}" if main_rank else None
-            metrics.update(_periodic_eval(cfg, state, evaluate, out_dir))
+            metrics.update(_periodic_eval(cfg, state, evaluate, out_dir, step))
         log.log(step, metrics)
         log.samples(step, [e.record() for e in view.episodes[:cfg.train.log_samples]])
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
@@ -193,22 +195,29 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     weight = 1.0 / (sum(n for n, _ in sizes) * cfg.train.num_iterations)  # statistics: row-weighted means
     sums: dict[str, torch.Tensor] = {}  # on the device until the one read below
     grad_norms = []
+    # the first pass's token-entropy sum and token count (device tensors once a mini-batch has added to them)
+    entropy: list = [0.0, 0.0]
     with timed(timer, "update"):
-        for _ in range(cfg.train.num_iterations):
+        for it in range(cfg.train.num_iterations):
             for rows, (n_all, total_tokens) in zip(parts, sizes):
                 if n_all == 0:  # empty on every rank (dynamic sampling kept fewer groups than mini-batches)
                     continue
                 grad_norms.append(_mini_batch_step(cfg, state, batch, mask, rows, n_all, total_tokens,
-                                                   sums, weight, step, run_dir))
-    read = torch.stack(list(sums.values())).tolist() if sums else []  # the step's one read of the statistics
-    sums = dict(zip(sums, distributed.all_reduce_sum(read)))
-    return {**sums, "grad_norm": sum(grad_norms) / len(grad_norms), "lr": state.scheduler.get_last_lr()[0]}
+                                                   sums, weight, step, run_dir, entropy if it == 0 else None))
+    if batch.ref_logp is None:  # no KL in the loss: the statistic would be a constant 0, not a measurement
+        sums.pop("kl", None)
+    read = torch.stack([*sums.values(), *entropy]).tolist()  # the step's one read of the statistics
+    *values, ent_sum, ent_tokens = distributed.all_reduce_sum(read)
+    sums = dict(zip(sums, values))
+    return {**sums, "entropy": ent_sum / max(ent_tokens, 1.0), "grad_norm": sum(grad_norms) / len(grad_norms),
+            "lr": state.scheduler.get_last_lr()[0]}
 
 
 def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int], n_all: float, total_tokens: float,
-                     sums: dict, weight: float, step: int, run_dir: Path) -> float:
+                     sums: dict, weight: float, step: int, run_dir: Path, entropy: list | None = None) -> float:
     """Gradient accumulation over the micro-batches of the rows ``part``, then one optimizer step;
-    returns the gradient norm."""
+    returns the gradient norm. ``entropy``: [token-entropy sum, tokens] to add this mini-batch's
+    completion tokens to (from the logits of the same forward; None = skip)."""
     policy, opt = state.policy, state.optimizer
     opt.zero_grad(set_to_none=True)
     whole = len(part) == len(batch.episodes)  # one mini-batch: plain slices, no index copies
@@ -216,7 +225,12 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
         stop = min(len(part), start + cfg.train.micro_batch_size)
         rows = slice(start, stop) if whole else part[start:stop]
         with autocast_for(cfg):
-            logp = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature)
+            out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None)
+        logp, ent = out if entropy is not None else (out, None)
+        if entropy is not None:
+            m = mask[rows].to(ent.device, torch.float32)
+            entropy[0] = entropy[0] + (ent.float() * m).sum()  # stays on the device: read once per step
+            entropy[1] = entropy[1] + m.sum()
         old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
         loss, stats = policy_loss(
             logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
@@ -244,15 +258,27 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
     return float(norm)
 
 
-def _periodic_eval(cfg: RunConfig, state: TrainState, evaluate: EvalFn, out_dir: Path | None) -> dict[str, float]:
-    """The caller's eval on the live policy and the trainer's engine (greedy accuracy on the task's
-    test split, for `mathrl train`), under the trainer's autocast."""
+def _evaluates_here(state: TrainState, main_rank: bool) -> bool:
+    """Rank 0 evaluates; with the HF engine on an FSDP-sharded policy every rank runs the same eval
+    in lock-step (its forwards are collectives) and rank 0 writes."""
+    return main_rank or getattr(state.engine, "lockstep", False)
+
+
+def _periodic_eval(cfg: RunConfig, state: TrainState, evaluate: EvalFn, out_dir: Path | None,
+                   step: int) -> dict[str, float]:
+    """The caller's eval on the live policy and the trainer's engine (for `mathrl train`: the task's
+    test split, sampled and greedy), under the trainer's autocast. Its summary's ``metrics`` (every
+    accuracy it measured) are logged beside ``eval/accuracy``."""
     with autocast_for(cfg, state.engine):
-        summary = evaluate(state.policy, state.tokenizer, state.engine, out_dir)
+        summary = evaluate(state.policy, state.tokenizer, state.engine, out_dir, step=step)
     state.policy.train()
+    extra = summary.get("metrics", {})
     if distributed.is_main():
-        tqdm.write(f"eval: accuracy {summary['accuracy']:.3f} on {summary['n_problems']} {cfg.train.task} problems")
-    return {"eval/accuracy": summary["accuracy"], "eval/extraction_failure_rate": summary["extraction_failure_rate"]}
+        shown = ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in extra.items()) or \
+            f"accuracy {summary['accuracy']:.3f}"
+        tqdm.write(f"eval at step {step} ({summary['n_problems']} {cfg.train.task} problems): {shown}")
+    return {"eval/accuracy": summary["accuracy"], "eval/extraction_failure_rate": summary["extraction_failure_rate"],
+            **extra}
 
 
 def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:

@@ -14,7 +14,7 @@ the one a single process computes on the whole batch. Rank 0 alone writes metric
 Sampling under more than one rank is seeded per block of ``rollout.seed_block`` questions (1 by
 default) from (seed, draw index of the block's first question in the run), so which rank
 generates a question does not change its completions; a 1-process run with the same
-``rollout.seed_block`` samples the same completions.
+``rollout.seed_block`` samples the same completions (its default, 0, seeds one call per step).
 
 The backend follows the run's device (``init``): gloo when ``device`` resolves to cpu, even on a
 machine with GPUs; NCCL for cuda, each rank on GPU ``LOCAL_RANK``, refused in one line when a node

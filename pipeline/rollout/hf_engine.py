@@ -3,6 +3,14 @@
 The engine holds a reference to the policy module itself, so ``sync_weights`` has nothing to
 copy. Prompts are left-padded and generated in chunks of ``batch_size`` sequences.
 
+Seeded sampling (``SamplingParams.seed``) gives sample j of prompt i its own random stream, seeded
+``seed + i * n + j`` as vLLM seeds its requests: a completion then depends on its prompt, the
+weights and that seed, not on the other prompts of the call, the chunking, or anything else that
+draws from torch's global RNG (an eval between two steps). Sampling is Gumbel-max: the logits
+go through transformers' own temperature / top-k / top-p warpers, each row adds Gumbel noise from
+its own generator, and generate's greedy path takes the argmax, which is an exact sample of the
+warped softmax. Without a seed generate samples from the global RNG as usual.
+
 ``lockstep=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward
 is a collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
@@ -14,6 +22,8 @@ from __future__ import annotations
 
 import torch
 from tqdm.auto import tqdm
+from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper,
+                          TopPLogitsWarper)
 
 from pipeline.rollout.base import Sample, SamplingParams
 
@@ -46,8 +56,6 @@ class HFEngine:
 
     @torch.no_grad()
     def _generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
-        if params.seed is not None:
-            torch.manual_seed(params.seed)
         tok = self.tokenizer
         encoded = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         jobs = [(i, ids) for i, ids in enumerate(encoded) for _ in range(n)]
@@ -66,11 +74,16 @@ class HFEngine:
                 input_ids[row, width - len(ids):] = torch.tensor(ids)
                 attention[row, width - len(ids):] = 1
             greedy = params.temperature <= 0
+            seeded = not greedy and params.seed is not None  # then greedy over Gumbel-perturbed logits
+            processors = LogitsProcessorList([SeededSampler(
+                [params.seed + k for k in range(start, start + len(chunk))], params)] if seeded else [])
+            plain = greedy or seeded
             out = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                max_new_tokens=params.max_new_tokens, do_sample=not greedy,
-                temperature=None if greedy else params.temperature,
-                top_p=None if greedy else params.top_p, top_k=None if greedy else (params.top_k or 0),
+                max_new_tokens=params.max_new_tokens, do_sample=not plain,
+                temperature=None if plain else params.temperature,
+                top_p=None if plain else params.top_p, top_k=None if plain else (params.top_k or 0),
+                logits_processor=processors,
                 pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.lockstep)
             for row, (i, ids) in enumerate(chunk):
                 completion_ids, reason = _trim(out[row, width:].tolist(), eos_ids, tok.pad_token_id)
@@ -80,6 +93,29 @@ class HFEngine:
                     completion_ids=completion_ids, finish_reason=reason))
         self.model.train(was_training)
         return results
+
+
+class SeededSampler(LogitsProcessor):
+    """Gumbel-max sampling with one generator per row (row r seeded ``seeds[r]``): returns the
+    warped scores plus Gumbel noise, whose argmax is a sample of softmax(warped scores)."""
+
+    def __init__(self, seeds: list[int], params: SamplingParams):
+        self.seeds = seeds
+        self.generators: list[torch.Generator] | None = None  # made on the scores' device
+        warpers = [TemperatureLogitsWarper(params.temperature)] if params.temperature != 1.0 else []
+        if params.top_k:
+            warpers.append(TopKLogitsWarper(params.top_k))
+        if params.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(params.top_p))
+        self.warpers = LogitsProcessorList(warpers)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.generators is None:
+            self.generators = [torch.Generator(scores.device).manual_seed(s) for s in self.seeds]
+        scores = self.warpers(input_ids, scores)
+        u = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device) for g in self.generators])
+        gumbel = -torch.log(-torch.log(u.clamp_min(torch.finfo(u.dtype).tiny)))
+        return scores + gumbel.to(scores.dtype)
 
 
 def _eos_ids(model, tok) -> list[int]:

@@ -1,0 +1,174 @@
+"""`mathrl seed-grid` / `make seed-grid`: does GRPO improve the policy on every seed, and is it the
+corrupted warm start that makes it look good?
+
+For each warm start (the config's SFT corruption, and a clean one with ``sft.corrupt_frac=0``), each
+SFT seed (a tiny model initialised and fine-tuned with that seed) and each GRPO seed (question order
+and sampling), this runs the config's GRPO and evaluates the SFT model ("before") and the trained
+policy ("after") with every eval of `mathrl run` (``run_all.eval_plan``: the configured sampled
+eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). Outputs in
+``<output_dir>/<name>-seeds/``: ``results.json`` (every cell) and ``results.md`` (per warm start:
+mean before, mean and spread of the gain, how many runs gained; then every run).
+
+Runs go one at a time, each with the config's ``threads``; a finished cell (its config and
+accuracies in ``cell.json`` of the run directory) is read back instead of rerun, so an interrupted
+grid continues where it stopped. The SFT model of the config's own seed and corruption is the one
+`make train` uses (same directories, skipped when up to date).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+from pipeline.config import RunConfig, to_dict
+
+SFT_SEEDS = (0, 1, 2)
+GRPO_SEEDS = (0, 1, 2)
+
+
+def warm_starts(cfg: RunConfig) -> dict[str, RunConfig]:
+    """name -> config of each warm start: the config's corruption, and clean SFT."""
+    clean = dataclasses.replace(cfg, sft=dataclasses.replace(cfg.sft, corrupt_frac=0.0))
+    label = f"{cfg.sft.corrupt_mode} {cfg.sft.corrupt_frac:g}" if cfg.sft.corrupt_frac > 0 else "clean"
+    return {label: cfg, "clean": clean} if cfg.sft.corrupt_frac > 0 else {"clean": clean}
+
+
+def sft_config(start_cfg: RunConfig, start: str, seed: int, base: RunConfig) -> RunConfig:
+    """The SFT stage of one warm start and seed: own tiny-model and SFT directories, except that the
+    config's own seed and corruption keep the config's directories (shared with `make train`)."""
+    if seed == base.seed and start_cfg.sft == base.sft:
+        return start_cfg
+    tag = f"{start.replace(' ', '-')}-seed{seed}"
+    tiny = base.model.tiny_dir if seed == base.seed else f"{base.model.tiny_dir}-seed{seed}"
+    init = tiny if base.sft.init == base.model.tiny_dir else base.sft.init
+    return dataclasses.replace(
+        start_cfg, seed=seed, model=dataclasses.replace(start_cfg.model, tiny_dir=tiny),
+        sft=dataclasses.replace(start_cfg.sft, init=init, output=f"{base.sft.output}-{tag}"))
+
+
+def grpo_config(sft_cfg: RunConfig, start: str, sft_seed: int, seed: int, base: RunConfig) -> RunConfig:
+    """One GRPO run on the SFT model of ``sft_cfg``; no periodic eval (before/after evals only)."""
+    return dataclasses.replace(
+        sft_cfg, seed=seed, name=f"{base.name}-grid-{start.replace(' ', '-')}-sft{sft_seed}-grpo{seed}",
+        model=dataclasses.replace(sft_cfg.model, name_or_path=sft_cfg.sft.output),
+        train=dataclasses.replace(sft_cfg.train, eval_every=0))
+
+
+def _accuracies(results: dict[str, dict]) -> dict[str, float]:
+    return {key: res["accuracy"] for key, res in results.items()}
+
+
+def sft_before(sft_cfg: RunConfig, where: Path) -> dict[str, float]:
+    """The "before" accuracies of an SFT model, read back when the model (its SFT stamp) and the
+    config are those of the saved ones."""
+    from pipeline.run_all import eval_all, eval_plan
+
+    stamp = json.loads((Path(sft_cfg.sft.output) / "sft_report.json").read_text())["stamp"]
+    key = {"sft_stamp": stamp, "config": to_dict(sft_cfg)}
+    saved = where / "before.json"
+    if saved.is_file() and json.loads(saved.read_text())["key"] == key:
+        return json.loads(saved.read_text())["before"]
+    before = _accuracies(eval_all(eval_plan(sft_cfg), sft_cfg.sft.output, where, "before"))
+    saved.write_text(json.dumps({"key": key, "before": before}, indent=1))
+    return before
+
+
+def run_cell(run_cfg: RunConfig, before: dict[str, float]) -> dict:
+    """GRPO + the after evals of one cell, or its saved result when the config is the same."""
+    from pipeline.run_all import eval_all, eval_plan, train
+
+    run_dir = Path(run_cfg.output_dir) / run_cfg.name
+    saved = run_dir / "cell.json"
+    wanted = to_dict(run_cfg)
+    if saved.is_file():
+        cell = json.loads(saved.read_text())
+        if cell["config"] == wanted and cell["before"] == before:
+            print(f"seed-grid: {run_cfg.name} done before; read back")
+            return cell
+    if train(run_cfg):
+        raise RuntimeError(f"seed-grid: GRPO run {run_cfg.name} failed (see its output above)")
+    after = _accuracies(eval_all(eval_plan(run_cfg), str(run_dir / "final"), run_dir, "after"))
+    cell = {"config": wanted, "name": run_cfg.name, "grpo_seed": run_cfg.seed, "before": before, "after": after}
+    saved.write_text(json.dumps(cell, indent=1))
+    return cell
+
+
+def summarise(cells: list[dict]) -> dict:
+    """Per warm start and eval key: mean before (over SFT models), after and gain (over runs)."""
+    out: dict[str, dict] = {}
+    for start in dict.fromkeys(c["start"] for c in cells):
+        mine = [c for c in cells if c["start"] == start]
+        out[start] = {}
+        for key in mine[0]["before"]:
+            gains = [c["after"][key] - c["before"][key] for c in mine]
+            befores = {c["sft_seed"]: c["before"][key] for c in mine}
+            out[start][key] = {
+                "before_mean": statistics.mean(befores.values()),
+                "after_mean": statistics.mean(c["after"][key] for c in mine),
+                "gain_mean": statistics.mean(gains), "gain_std": statistics.stdev(gains) if len(gains) > 1 else 0.0,
+                "gain_min": min(gains), "runs_gained": sum(g > 0 for g in gains), "runs": len(gains)}
+    return out
+
+
+def metric_names(cfg: RunConfig) -> dict[str, str]:
+    """eval key of ``run_all.eval_plan`` -> readable name ("test_longer, greedy")."""
+    from evals.run import decoding
+    from pipeline.run_all import eval_plan
+
+    return {key: f"{split}, {decoding(c)}" for key, (c, split) in eval_plan(cfg).items()}
+
+
+def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path, n_sft: int, n_grpo: int) -> None:
+    names = metric_names(cfg)
+    lines = [f"# GRPO over seeds: {n_sft} SFT seeds x {n_grpo} GRPO seeds per warm start", "",
+             f"Task `{cfg.train.task}`; GRPO {cfg.train.steps} steps x {cfg.train.questions_per_step} questions x "
+             f"G = {cfg.rollout.group_size}, lr {cfg.train.lr:g}, beta {cfg.train.beta:g}; SFT {cfg.sft.steps} steps; "
+             f"threads {cfg.threads}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
+             f"Accuracies in points (x100); before = mean over the {n_sft} SFT models, gain = after - before per run.", "",
+             "| warm start | eval | before | after | gain mean ± std | gain min | runs gained |",
+             "|---|---|---|---|---|---|---|"]
+    for start, by_key in summary.items():
+        for key, s in by_key.items():
+            lines.append(f"| {start} | {names[key]} | {100 * s['before_mean']:.1f} | "
+                         f"{100 * s['after_mean']:.1f} | {100 * s['gain_mean']:+.1f} ± {100 * s['gain_std']:.1f} | "
+                         f"{100 * s['gain_min']:+.1f} | {s['runs_gained']}/{s['runs']} |")
+    keys = list(cells[0]["before"])
+    lines += ["", "Every run (before -> after, points):", "",
+              "| warm start | SFT seed | GRPO seed | " + " | ".join(names[k] for k in keys) + " |",
+              "|---|---|---|" + "---|" * len(keys)]
+    for c in cells:
+        lines.append(f"| {c['start']} | {c['sft_seed']} | {c['grpo_seed']} | " + " | ".join(
+            f"{100 * c['before'][k]:.1f} -> {100 * c['after'][k]:.1f}" for k in keys) + " |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tuple[int, ...] = GRPO_SEEDS) -> int:
+    from pipeline import determinism, models, sft
+
+    determinism.apply(cfg, "seed-grid")
+    out = Path(cfg.output_dir) / f"{cfg.name}-seeds"
+    out.mkdir(parents=True, exist_ok=True)
+    cells = []
+    for start, start_cfg in warm_starts(cfg).items():
+        for sft_seed in sft_seeds:
+            sft_cfg = sft_config(start_cfg, start, sft_seed, cfg)
+            if "build-tiny" in cfg.stages:
+                models.main(sft_cfg)
+            sft.main(sft_cfg)
+            before = sft_before(sft_cfg, out / "before" / f"{start.replace(' ', '-')}-sft{sft_seed}")
+            for grpo_seed in grpo_seeds:
+                cell = run_cell(grpo_config(sft_cfg, start, sft_seed, grpo_seed, cfg), before)
+                cells.append({**cell, "start": start, "sft_seed": sft_seed})
+                (out / "results.json").write_text(json.dumps(
+                    {"cells": [{k: v for k, v in c.items() if k != "config"} for c in cells]}, indent=1))
+    summary = summarise(cells)
+    (out / "results.json").write_text(json.dumps(
+        {"summary": summary, "cells": [{k: v for k, v in c.items() if k != "config"} for c in cells]}, indent=1))
+    write_table(summary, cells, cfg, out / "results.md", len(sft_seeds), len(grpo_seeds))
+    print((out / "results.md").read_text())
+    return 0
+
+
+__all__ = ["GRPO_SEEDS", "SFT_SEEDS", "grpo_config", "main", "sft_config", "summarise", "warm_starts", "write_table"]

@@ -1,0 +1,42 @@
+"""curves.png: smoothed noisy curves, KL only when computed, every eval accuracy with its step-0 point."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.grpo.run_log import eval_keys, panels_for, plot_curves, read_metrics, smooth
+
+
+def test_smooth_is_a_trailing_mean():
+    assert smooth([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    assert smooth([2.0], 5) == [2.0]
+
+
+def _rows(kl: bool) -> list[dict]:
+    rows = [{"step": 0, "eval/accuracy": 0.3, "eval/sampled_accuracy": 0.3, "eval/greedy_accuracy": 0.6,
+             "eval/test_longer/greedy_accuracy": 0.1}]
+    for step in range(1, 21):
+        row = {"step": step, "reward/mean": step / 20, "entropy": 1.0 - step / 40, "clip_frac_low": 0.0,
+               "clip_frac_high": 0.0, "grad_norm": 0.5, "completion_len/mean": 30.0, "loss": 1e-9}
+        if kl:
+            row["kl"] = 0.01 * step
+        if step % 10 == 0:
+            row.update({"eval/accuracy": 0.5, "eval/sampled_accuracy": 0.5, "eval/greedy_accuracy": 0.7,
+                        "eval/test_longer/greedy_accuracy": 0.2})
+        rows.append(row)
+    return rows
+
+
+def test_panels_follow_what_was_logged(tmp_path):
+    titles = [p[0] for p in panels_for(_rows(kl=False))]
+    assert titles[:4] == ["reward (train samples)", "policy entropy (nats / token)", "clipped tokens",
+                          "gradient norm (before clipping)"]
+    assert not any("KL" in t for t in titles) and not any("loss" in t for t in titles)
+    assert any("KL" in p[0] for p in panels_for(_rows(kl=True)))
+    keys = eval_keys(_rows(kl=False))
+    assert keys == ["eval/greedy_accuracy", "eval/sampled_accuracy", "eval/test_longer/greedy_accuracy"]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(kl=False)))
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows if "eval/greedy_accuracy" in r] == [0, 10, 20]  # step 0 is a point
+    out = plot_curves(tmp_path)
+    assert out == tmp_path / "curves.png" and out.stat().st_size > 10_000

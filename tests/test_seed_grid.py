@@ -1,0 +1,54 @@
+"""`mathrl seed-grid`: warm starts x SFT seeds x GRPO seeds, a table of gains, finished cells read back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import seed_grid
+from pipeline.config import load_run_config
+
+
+def test_configs_of_the_grid(tiny_setup):
+    cfg = load_run_config(None, [*tiny_setup[0], "sft.corrupt_frac=0.5", "sft.corrupt_mode=carry", "name=g"])
+    starts = seed_grid.warm_starts(cfg)
+    assert list(starts) == ["carry 0.5", "clean"] and starts["clean"].sft.corrupt_frac == 0
+    own = seed_grid.sft_config(starts["carry 0.5"], "carry 0.5", cfg.seed, cfg)
+    assert own is starts["carry 0.5"]  # the config's own SFT model: shared with `make train`
+    other = seed_grid.sft_config(starts["clean"], "clean", 2, cfg)
+    assert other.seed == 2 and other.sft.output == f"{cfg.sft.output}-clean-seed2"
+    assert other.model.tiny_dir == f"{cfg.model.tiny_dir}-seed2"
+    run = seed_grid.grpo_config(other, "clean", 2, 1, cfg)
+    assert run.seed == 1 and run.model.name_or_path == other.sft.output and run.name == "g-grid-clean-sft2-grpo1"
+
+
+def test_summary_counts_runs_that_gained():
+    cells = [{"start": "s", "sft_seed": k // 2, "grpo_seed": k % 2, "before": {"": 0.5, "greedy_": 0.6},
+              "after": {"": 0.7 + 0.01 * k, "greedy_": 0.6 + (0.05 if k else -0.01)}} for k in range(4)]
+    summary = seed_grid.summarise(cells)["s"]
+    assert summary[""]["runs_gained"] == 4 and abs(summary[""]["gain_min"] - 0.2) < 1e-9
+    assert summary["greedy_"]["runs_gained"] == 3 and abs(summary["greedy_"]["gain_min"] + 0.01) < 1e-9
+
+
+@pytest.mark.slow
+def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
+    overrides, root = tiny_setup
+    cfg = load_run_config(None, [*overrides, "name=grid", "stages=[build-tiny, sft, train, eval]",
+                                 f"sft.init={root}/tiny", f"model.tiny_dir={root}/tiny", f"sft.output={root}/grid-sft",
+                                 "sft.steps=3", "sft.eval_limit=0", "sft.corrupt_frac=0.3", "train.steps=1",
+                                 "train.questions_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
+                                 "eval.limit=3", "eval.max_new_tokens=8", "eval.n_samples=2", "eval.temperature=1.0",
+                                 "eval.ks=[1, 2]"])
+    assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1)) == 0
+    out = root / "runs" / "grid-seeds"
+    result = json.loads((out / "results.json").read_text())
+    assert [(c["start"], c["grpo_seed"]) for c in result["cells"]] == [
+        ("slip 0.3", 0), ("slip 0.3", 1), ("clean", 0), ("clean", 1)]
+    assert set(result["summary"]["clean"]) == {"", "greedy_"}
+    table = (out / "results.md").read_text()
+    assert "| slip 0.3 | test, greedy |" in table and "| clean | test, sampled |" in table
+    capsys.readouterr()
+    assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1)) == 0
+    assert capsys.readouterr().out.count("done before; read back") == 4
+    assert json.loads((out / "results.json").read_text())["cells"] == result["cells"]
