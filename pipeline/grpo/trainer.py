@@ -128,7 +128,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
             metrics.update(_periodic_eval(cfg, state, evaluate, out_dir, step))
         log.log(step, metrics)
         log.samples(step, [e.record() for e in view.episodes[:cfg.train.log_samples]])
-        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", kl=f"{metrics.get('kl', 0):.4f}")
+        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", entropy=f"{metrics['entropy']:.3f}")
         if main_rank:
             _warn_zero_std(cfg, step, view.zero_std_frac)
         if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
