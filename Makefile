@@ -81,9 +81,12 @@ test-all: setup
 experiment: setup
 	$(MATHRL) experiment --config $(CONFIG) $(OVERRIDES)
 
-# GRPO on 3 SFT seeds x 3 GRPO seeds, for the config's corrupted warm start and a clean one (docs/cpu_default.md)
+# GRPO on 3 SFT seeds x 3 GRPO seeds, for the config's corrupted warm start and a clean one (docs/cpu_default.md);
+# a smaller grid: make seed-grid SFT_SEEDS=0,1 GRPO_SEEDS=0,1
+SFT_SEEDS ?= 0,1,2
+GRPO_SEEDS ?= 0,1,2
 seed-grid: setup data
-	$(MATHRL) seed-grid --config $(CONFIG) $(OVERRIDES)
+	$(MATHRL) seed-grid --config $(CONFIG) --sft-seeds $(SFT_SEEDS) --grpo-seeds $(GRPO_SEEDS) $(OVERRIDES)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

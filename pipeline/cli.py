@@ -41,6 +41,7 @@ STAGES = {
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
 EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
+GRID_ARGS = ("sft_seeds", "grpo_seeds")  # `mathrl seed-grid` options passed to its stage function
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
 READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
@@ -77,6 +78,9 @@ def _main(argv: list[str] | None) -> int:
             p.add_argument("--gpu-mem", type=float, default=80.0, help="memory of one GPU in GiB (default 80)")
             p.add_argument("--ranks", type=int, default=1, help="processes of the run (torchrun ranks; FSDP shards over them)")
             p.add_argument("--prompt-tokens", type=int, default=512, help="longest prompt of a micro-batch (default 512)")
+        if name == "seed-grid":
+            p.add_argument("--sft-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated SFT seeds (default 0,1,2)")
+            p.add_argument("--grpo-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated GRPO seeds (default 0,1,2)")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     push = sub.add_parser("push", help="upload a run's final/ (weights + model card) to the Hugging Face Hub")
     push.add_argument("run_dir", help="the run directory (holds final/)")
@@ -114,7 +118,7 @@ def _main(argv: list[str] | None) -> int:
     determinism.pin_cpu_kernels(cfg.cpu_isa)  # read when torch loads: before the stage imports it
     module, _, function = STAGES[args.stage][0].partition(":")
     stage = getattr(importlib.import_module(module), function or "main")
-    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS) if hasattr(args, k)}
+    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS, *GRID_ARGS) if hasattr(args, k)}
     if args.stage in WRITES_CARD:
         kwargs["command"] = command_line(sys.argv[1:] if argv is None else argv)
     try:
@@ -128,6 +132,17 @@ def _main(argv: list[str] | None) -> int:
         print(f"mathrl {args.stage}: {e} (set MATHRL_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(result or 0)
+
+
+def seed_list(text: str) -> tuple[int, ...]:
+    """``"0,1"`` -> ``(0, 1)``: distinct non-negative seeds, else a usage error naming the value."""
+    try:
+        seeds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        seeds = ()
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"need distinct non-negative integers separated by commas, got {text!r}")
+    return seeds
 
 
 def command_line(argv: list[str]) -> str:

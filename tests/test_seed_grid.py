@@ -52,3 +52,24 @@ def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
     assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1)) == 0
     assert capsys.readouterr().out.count("done before; read back") == 4
     assert json.loads((out / "results.json").read_text())["cells"] == result["cells"]
+
+
+def test_the_command_passes_the_chosen_seeds(monkeypatch, capsys):
+    from pipeline import cli
+
+    got = {}
+
+    class Stage:
+        @staticmethod
+        def main(cfg, **kwargs):
+            got.update(kwargs)
+            return 0
+
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: Stage)
+    assert cli.main(["seed-grid", "--sft-seeds", "0,2", "--grpo-seeds", "1"]) == 0
+    assert got == {"sft_seeds": (0, 2), "grpo_seeds": (1,)}
+    assert cli.main(["seed-grid"]) == 0 and got == {"sft_seeds": (0, 1, 2), "grpo_seeds": (0, 1, 2)}
+    for bad in ("0,0", "a", "-1", ""):
+        with pytest.raises(SystemExit):
+            cli.main(["seed-grid", "--sft-seeds", bad])
+        assert "distinct non-negative integers" in capsys.readouterr().err
