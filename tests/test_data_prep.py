@@ -165,7 +165,10 @@ def test_eval_stage_prepares_its_dataset_on_the_default_config(tiny_setup, tmp_p
     code = cli.main(["eval", "--config", str(config), "--limit", "3", "eval.dataset=math500",
                      f"data.prepared_dir={prepared}", f"model.name_or_path={root}/tiny", "eval.n_samples=1",
                      "eval.temperature=0", "eval.ks=[1]", "eval.max_new_tokens=8",
-                     f"eval.output_dir={tmp_path}/eval"])
+                     f"eval.output_dir={tmp_path}/eval",
+                     # in-process, torch is loaded already: the config's pinned kernels (cpu_isa=avx2) can only
+                     # be set before that, so this run keeps the loaded ones (tests/test_determinism.py pins them)
+                     "cpu_isa="])
     assert code == 0, capsys.readouterr()
     assert len(read_jsonl(prepared / "math500" / "test.jsonl")) == 500
     assert sorted(p.name for p in prepared.iterdir() if p.is_dir()) == ["math500"]
