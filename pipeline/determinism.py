@@ -1,12 +1,11 @@
 """Same config, same numbers: torch's thread count, deterministic algorithms and the CPU's vector
 kernels, set from the config before each stage runs (and printed, so a log says what was used).
 
-Why each one (measured on the 2-core dev box, docs/cpu_default.md "Determinism"):
+Why each one (docs/cpu_default.md, "Determinism", has the measurement for ``cpu_isa``):
 - ``threads``: parallel kernels split their work by the number of threads, so a sum can round
   differently with 1 and 2 threads; torch's default is one thread per core, i.e. it depends on
   the machine. The config fixes it. On a busy 2-core machine 1 thread is also the fast choice:
-  2 OpenMP threads on shared cores spin against each other (SFT steps 6-7x and generation up to
-  10x slower than with 1 thread at load average ~6).
+  2 OpenMP threads on shared cores spin against each other (docs/cpu_default.md, "Sizing").
 - ``deterministic``: ``torch.use_deterministic_algorithms(True, warn_only=True)``: the ops that
   have a deterministic variant use it (mostly CUDA scatter/index kernels), the others warn once.
 - ``cpu_isa``: ATen picks its vectorised kernels for the CPU it finds (AVX512 on the dev box),
