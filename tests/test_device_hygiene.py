@@ -183,7 +183,9 @@ def test_update_keeps_every_tensor_on_the_policy_device(tiny_setup, tmp_path, na
     assert not [t.shape for t in on_device if isinstance(t, torch.Tensor) and tags.on_host(t)]
     assert tags.made_on_host > 0 and tags.checked > 500  # it saw host data and checked the update
     assert all(math.isfinite(v) for v in metrics.values() if isinstance(v, float))
-    if cfg.train.updates_per_step == 1:  # one optimizer step: the policy still equals the reference
+    if batch.ref_logp is None:  # KL not in the loss (kl_in=reward): its loss statistic would be a constant 0
+        assert "kl" not in metrics
+    elif cfg.train.updates_per_step == 1:  # one optimizer step: the policy still equals the reference
         assert metrics["kl"] == 0.0
     if "tis" in name:
         assert batch.importance_weights is not None and 0 < metrics["tis/clipped_frac"] < 1
