@@ -177,8 +177,9 @@ def _data_rows(cfg: RunConfig, evals: list[tuple[str, dict]], raw_dir: str) -> l
     for d in cfg.train.task.split(MIX):
         uses.setdefault(d, []).append("training")
     for _, s in evals:
-        if "evaluation" not in uses.setdefault(s["dataset"], []):
-            uses[s["dataset"]].append("evaluation")
+        d = s["dataset"].split("/")[0]  # "gsm-synth/test_longer": another split of the same dataset
+        if "evaluation" not in uses.setdefault(d, []):
+            uses[d].append("evaluation")
     lines = ["| dataset | used for | source | licence |", "|---|---|---|---|"]
     for d, used in uses.items():
         lic = LICENCES.get(d)

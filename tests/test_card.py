@@ -123,3 +123,12 @@ def test_push_without_a_card_is_one_line(tmp_path, monkeypatch, capsys):
     assert cli.main(["push", str(tmp_path), "--repo", "someone/x"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no model card" in err[0] and "README.md" in err[0]
+
+
+def test_an_extra_split_is_the_same_dataset_with_its_licence():
+    from pipeline.card import _data_rows
+
+    cfg = load_run_config(None, [])
+    rows = _data_rows(cfg, [("test_longer_after", {"dataset": f"{cfg.train.task}/test_longer"})], "data/raw")
+    assert len(rows) == 3 and rows[2].startswith(f"| {cfg.train.task} | training, evaluation | ")
+    assert "the user's own file" not in "\n".join(rows)
