@@ -5,3 +5,10 @@ def digit_fraction(completion: str, gold: str, style: str = "auto") -> float:
     """A reward with variance even on an untrained model: the share of digits in the text.
     Used where a test needs a learning signal without first teaching the model the task."""
     return sum(c.isdigit() for c in completion) / max(1, len(completion))
+
+
+def char_count(completion: str, gold: str, style: str = "auto") -> float:
+    """The completion's length in characters / 100: two sampled completions of an untrained model
+    almost never tie, so a small weight of it gives every group a learning signal even when no
+    sample happens to hold a digit (tests that assert a non-zero gradient on every step)."""
+    return len(completion) / 100

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.vllm
 
 FAST = ["train.questions_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=12",
         "train.micro_batch_size=6", "train.lr=1e-3", "train.save_every=0",
-        "reward.weights={tests.helpers:digit_fraction: 1.0, format: 0.1}",
+        "reward.weights={tests.helpers:digit_fraction: 1.0, tests.helpers:char_count: 0.1, format: 0.1}",
         "rollout.engine=vllm", "rollout.vllm_max_model_len=512", "rollout.tis_cap=2.0"]
 
 
