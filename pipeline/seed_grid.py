@@ -6,8 +6,8 @@ SFT seed (a tiny model initialised and fine-tuned with that seed) and each GRPO 
 and sampling), this runs the config's GRPO and evaluates the SFT model ("before") and the trained
 policy ("after") with every eval of `mathrl run` (``run_all.eval_plan``: the configured sampled
 eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). Outputs in
-``<output_dir>/<name>-seeds/``: ``results.json`` (every cell) and ``results.md`` (per warm start:
-mean before, mean and spread of the gain, how many runs gained; then every run).
+``<output_dir>/<name>-seeds/``: ``results.json`` (every cell) and a Markdown table beside it (per
+warm start: mean before, mean and spread of the gain, how many runs gained; then every run).
 
 Runs go one at a time, each with the config's ``threads``; a finished cell (its config and
 accuracies in ``cell.json`` of the run directory) is read back instead of rerun, so an interrupted

@@ -69,29 +69,23 @@ def is_closed(s: str) -> bool:
 
 def split_chain(s: str) -> list[str]:
     """Parts of `a=b=c` split at top-level `=` (not `\\le`, `<=`, `>=`, `!=`, `==`)."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(s):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "=" and depth == 0 and s[i - 1:i] not in ("<", ">", "!", "=", ":") \
-                and s[i + 1:i + 2] != "=":
-            parts.append(s[start:i])
-            start = i + 1
-    parts.append(s[start:])
-    return parts
+    return _split_outside(s, "=", lambda i: s[i - 1:i] not in ("<", ">", "!", "=", ":") and s[i + 1:i + 2] != "=")
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
     """Split on `sep` outside (), [], {} nesting."""
+    return _split_outside(s, sep)
+
+
+def _split_outside(s: str, sep: str, keep=None) -> list[str]:
+    """Split ``s`` at each ``sep`` outside (), [], {} nesting (where ``keep(i)`` holds, if given)."""
     parts, depth, start = [], 0, 0
     for i, c in enumerate(s):
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == sep and depth == 0:
+        elif c == sep and depth == 0 and (keep is None or keep(i)):
             parts.append(s[start:i])
             start = i + 1
     parts.append(s[start:])
