@@ -83,10 +83,12 @@ experiment: setup
 
 # GRPO on 3 SFT seeds x 3 GRPO seeds, for the config's corrupted warm start and a clean one (docs/cpu_default.md);
 # a smaller grid: make seed-grid SFT_SEEDS=0,1 GRPO_SEEDS=0,1
+# (warm start, SFT seed) lanes run GRID_WORKERS at a time, one single-threaded process each.
 SFT_SEEDS ?= 0,1,2
 GRPO_SEEDS ?= 0,1,2
+GRID_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 seed-grid: setup data
-	$(MATHRL) seed-grid --config $(CONFIG) --sft-seeds $(SFT_SEEDS) --grpo-seeds $(GRPO_SEEDS) $(OVERRIDES)
+	$(MATHRL) seed-grid --config $(CONFIG) --sft-seeds $(SFT_SEEDS) --grpo-seeds $(GRPO_SEEDS) --workers $(GRID_WORKERS) $(OVERRIDES)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

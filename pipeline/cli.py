@@ -41,7 +41,7 @@ STAGES = {
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
 EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
-GRID_ARGS = ("sft_seeds", "grpo_seeds")  # `mathrl seed-grid` options passed to its stage function
+GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")  # `mathrl seed-grid` options passed to its stage function
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
 READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
@@ -81,6 +81,10 @@ def _main(argv: list[str] | None) -> int:
         if name == "seed-grid":
             p.add_argument("--sft-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated SFT seeds (default 0,1,2)")
             p.add_argument("--grpo-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated GRPO seeds (default 0,1,2)")
+            p.add_argument("--warm-starts", dest="starts", type=start_list, default=("corrupted", "clean"),
+                           help="comma-separated: corrupted (the config's sft corruption), clean (default both)")
+            p.add_argument("--workers", type=positive_int, default=1, help="(warm start, SFT seed) lanes run at once, one process each (default 1)")
+            p.add_argument("--table-only", action="store_true", help="tabulate the finished runs of these seeds; run nothing")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     push = sub.add_parser("push", help="upload a run's final/ (weights + model card) to the Hugging Face Hub")
     push.add_argument("run_dir", help="the run directory (holds final/)")
@@ -132,6 +136,25 @@ def _main(argv: list[str] | None) -> int:
         print(f"mathrl {args.stage}: {e} (set MATHRL_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(result or 0)
+
+
+def positive_int(text: str) -> int:
+    """``"2"`` -> 2, else a usage error naming the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return value
+
+
+def start_list(text: str) -> tuple[str, ...]:
+    """``"clean"`` -> ``("clean",)``: warm starts of `mathrl seed-grid`, else a usage error."""
+    starts = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not starts or any(s not in ("corrupted", "clean") for s in starts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected corrupted, clean or corrupted,clean")
+    return starts
 
 
 def seed_list(text: str) -> tuple[int, ...]:

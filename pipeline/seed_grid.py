@@ -9,23 +9,31 @@ eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``).
 ``<output_dir>/<name>-seeds/``: ``results.json`` (every cell) and a Markdown table beside it (per
 warm start: mean before, mean and spread of the gain, how many runs gained; then every run).
 
-Runs go one at a time, each with the config's ``threads``; a finished cell (its config and
-accuracies in ``cell.json`` of the run directory) is read back instead of rerun, so an interrupted
-grid continues where it stopped. The SFT model of the config's own seed and corruption is the one
-`make train` uses (same directories, skipped when up to date).
+Each (warm start, SFT seed) is a lane: its SFT, its "before" evals, then its GRPO runs in seed order.
+``workers`` lanes run at once in separate processes, each with the config's ``threads`` (on a
+2-core machine, 2 lanes of 1 thread each take half the wall time of one; the numbers do not
+depend on it: every run is seeded and pinned by pipeline/determinism.py). A finished cell (its
+config and accuracies in ``cell.json`` of the run directory) is read back instead of rerun, so an
+interrupted grid continues where it stopped, and ``table_only`` tabulates the finished cells of
+the chosen seeds without running anything (a missing one is named). ``starts`` picks the warm
+starts (``corrupted``: the config's own corruption; ``clean``). The SFT model of the config's own
+seed and corruption is the one `make train` uses (same directories, skipped when up to date).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from pipeline.config import RunConfig, to_dict
 
 SFT_SEEDS = (0, 1, 2)
 GRPO_SEEDS = (0, 1, 2)
+STARTS = ("corrupted", "clean")  # the names `--warm-starts` takes
 
 
 def warm_starts(cfg: RunConfig) -> dict[str, RunConfig]:
@@ -75,6 +83,17 @@ def sft_before(sft_cfg: RunConfig, where: Path) -> dict[str, float]:
     return before
 
 
+def saved_cell(run_cfg: RunConfig, before: dict[str, float] | None = None) -> dict | None:
+    """The saved result of a cell when its config (and, if given, its "before" numbers) match."""
+    saved = Path(run_cfg.output_dir) / run_cfg.name / "cell.json"
+    if not saved.is_file():
+        return None
+    cell = json.loads(saved.read_text())
+    if cell["config"] != to_dict(run_cfg) or (before is not None and cell["before"] != before):
+        return None
+    return cell
+
+
 def run_cell(run_cfg: RunConfig, before: dict[str, float]) -> dict:
     """GRPO + the after evals of one cell, or its saved result when the config is the same."""
     from pipeline.run_all import eval_all, eval_plan, train
@@ -82,11 +101,9 @@ def run_cell(run_cfg: RunConfig, before: dict[str, float]) -> dict:
     run_dir = Path(run_cfg.output_dir) / run_cfg.name
     saved = run_dir / "cell.json"
     wanted = to_dict(run_cfg)
-    if saved.is_file():
-        cell = json.loads(saved.read_text())
-        if cell["config"] == wanted and cell["before"] == before:
-            print(f"seed-grid: {run_cfg.name} done before; read back")
-            return cell
+    if (cell := saved_cell(run_cfg, before)) is not None:
+        print(f"seed-grid: {run_cfg.name} done before; read back")
+        return cell
     if train(run_cfg):
         raise RuntimeError(f"seed-grid: GRPO run {run_cfg.name} failed (see its output above)")
     after = _accuracies(eval_all(eval_plan(run_cfg), str(run_dir / "final"), run_dir, "after"))
@@ -120,9 +137,19 @@ def metric_names(cfg: RunConfig) -> dict[str, str]:
     return {key: f"{split}, {decoding(c)}" for key, (c, split) in eval_plan(cfg).items()}
 
 
-def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path, n_sft: int, n_grpo: int) -> None:
+def grid_shape(cells: list[dict]) -> str:
+    """"carry 0.6: 3 SFT seeds x 3 GRPO seeds; clean: 3 x 1" (the seeds each warm start has)."""
+    parts = []
+    for start in dict.fromkeys(c["start"] for c in cells):
+        mine = [c for c in cells if c["start"] == start]
+        n_sft, n_grpo = len({c["sft_seed"] for c in mine}), len({c["grpo_seed"] for c in mine})
+        parts.append(f"{start}: {n_sft} SFT seeds x {n_grpo} GRPO seeds ({len(mine)} runs)")
+    return "; ".join(parts)
+
+
+def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) -> None:
     names = metric_names(cfg)
-    lines = [f"# GRPO over seeds: {n_sft} SFT seeds x {n_grpo} GRPO seeds per warm start", "",
+    lines = [f"# GRPO over seeds: {grid_shape(cells)}", "",
              f"Task `{cfg.train.task}`; GRPO {cfg.train.steps} steps x {cfg.train.questions_per_step} questions x "
              f"G = {cfg.rollout.group_size}, lr {cfg.train.lr:g}, beta {cfg.train.beta:g}; SFT {cfg.sft.steps} steps; "
              f"threads {cfg.threads}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
@@ -144,31 +171,80 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path, n_
     path.write_text("\n".join(lines) + "\n")
 
 
-def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tuple[int, ...] = GRPO_SEEDS) -> int:
-    from pipeline import determinism, models, sft
+def lanes(cfg: RunConfig, sft_seeds: tuple[int, ...], starts: tuple[str, ...]) -> list[tuple[str, int, RunConfig]]:
+    """(warm start label, SFT seed, SFT config) of each lane, warm start by warm start."""
+    chosen = warm_starts(cfg)
+    if "corrupted" not in starts:
+        chosen = {k: v for k, v in chosen.items() if k == "clean"}
+    if "clean" not in starts:
+        chosen = {k: v for k, v in chosen.items() if k != "clean"}
+    if not chosen:
+        raise ValueError(f"seed-grid: no warm start left from {starts} (the config's sft.corrupt_frac is 0, "
+                         "so `corrupted` is the same as `clean`)")
+    return [(start, seed, sft_config(start_cfg, start, seed, cfg))
+            for start, start_cfg in chosen.items() for seed in sft_seeds]
+
+
+def run_lane(cfg: RunConfig, start: str, sft_seed: int, sft_cfg: RunConfig, grpo_seeds: tuple[int, ...],
+             out: Path) -> list[dict]:
+    """One lane: SFT (skipped when up to date), "before" evals, then a GRPO cell per seed."""
+    from pipeline import determinism, sft
+
+    determinism.apply(cfg, f"seed-grid {start} sft{sft_seed}")
+    sft.main(sft_cfg)
+    before = sft_before(sft_cfg, out / "before" / f"{start.replace(' ', '-')}-sft{sft_seed}")
+    return [{**run_cell(grpo_config(sft_cfg, start, sft_seed, seed, cfg), before), "start": start,
+             "sft_seed": sft_seed} for seed in grpo_seeds]
+
+
+def read_lane(cfg: RunConfig, start: str, sft_seed: int, sft_cfg: RunConfig, grpo_seeds: tuple[int, ...]) -> list[dict]:
+    """The finished cells of one lane (``table_only``); a missing one is named, not run."""
+    cells = []
+    for seed in grpo_seeds:
+        run_cfg = grpo_config(sft_cfg, start, sft_seed, seed, cfg)
+        cell = saved_cell(run_cfg)
+        if cell is None:
+            print(f"seed-grid: {run_cfg.name} not finished (no cell.json for this config); left out of the table")
+            continue
+        cells.append({**cell, "start": start, "sft_seed": sft_seed})
+    return cells
+
+
+def _write_results(out: Path, cells: list[dict], summary: dict | None = None) -> None:
+    body = {"cells": [{k: v for k, v in c.items() if k != "config"} for c in cells]}
+    (out / "results.json").write_text(json.dumps({"summary": summary, **body} if summary is not None else body, indent=1))
+
+
+def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tuple[int, ...] = GRPO_SEEDS,
+         starts: tuple[str, ...] = STARTS, workers: int = 1, table_only: bool = False) -> int:
+    from pipeline import determinism, models
 
     determinism.apply(cfg, "seed-grid")
     out = Path(cfg.output_dir) / f"{cfg.name}-seeds"
     out.mkdir(parents=True, exist_ok=True)
-    cells = []
-    for start, start_cfg in warm_starts(cfg).items():
-        for sft_seed in sft_seeds:
-            sft_cfg = sft_config(start_cfg, start, sft_seed, cfg)
-            if "build-tiny" in cfg.stages:
+    todo = lanes(cfg, sft_seeds, starts)
+    if table_only:
+        cells = [c for start, seed, sft_cfg in todo for c in read_lane(cfg, start, seed, sft_cfg, grpo_seeds)]
+        if not cells:
+            print("seed-grid: no finished cells for these seeds and warm starts")
+            return 1
+    else:
+        if "build-tiny" in cfg.stages:  # before the lanes: two warm starts of one seed share a tiny model
+            for _, _, sft_cfg in todo:
                 models.main(sft_cfg)
-            sft.main(sft_cfg)
-            before = sft_before(sft_cfg, out / "before" / f"{start.replace(' ', '-')}-sft{sft_seed}")
-            for grpo_seed in grpo_seeds:
-                cell = run_cell(grpo_config(sft_cfg, start, sft_seed, grpo_seed, cfg), before)
-                cells.append({**cell, "start": start, "sft_seed": sft_seed})
-                (out / "results.json").write_text(json.dumps(
-                    {"cells": [{k: v for k, v in c.items() if k != "config"} for c in cells]}, indent=1))
+        if workers <= 1:
+            by_lane = [run_lane(cfg, *lane, grpo_seeds, out) for lane in todo]
+        else:
+            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(run_lane, cfg, *lane, grpo_seeds, out) for lane in todo]
+                by_lane = [f.result() for f in futures]
+        cells = [c for lane_cells in by_lane for c in lane_cells]
     summary = summarise(cells)
-    (out / "results.json").write_text(json.dumps(
-        {"summary": summary, "cells": [{k: v for k, v in c.items() if k != "config"} for c in cells]}, indent=1))
-    write_table(summary, cells, cfg, out / "results.md", len(sft_seeds), len(grpo_seeds))
+    _write_results(out, cells, summary)
+    write_table(summary, cells, cfg, out / "results.md")
     print((out / "results.md").read_text())
     return 0
 
 
-__all__ = ["GRPO_SEEDS", "SFT_SEEDS", "grpo_config", "main", "sft_config", "summarise", "warm_starts", "write_table"]
+__all__ = ["GRPO_SEEDS", "SFT_SEEDS", "STARTS", "grpo_config", "lanes", "main", "saved_cell", "sft_config", "summarise",
+           "warm_starts", "write_table"]

@@ -40,7 +40,8 @@ def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
                                  "train.questions_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
                                  "eval.limit=3", "eval.max_new_tokens=8", "eval.n_samples=2", "eval.temperature=1.0",
                                  "eval.ks=[1, 2]"])
-    assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1)) == 0
+    # two lanes (slip and clean warm start) in two processes
+    assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1), workers=2) == 0
     out = root / "runs" / "grid-seeds"
     result = json.loads((out / "results.json").read_text())
     assert [(c["start"], c["grpo_seed"]) for c in result["cells"]] == [
@@ -52,6 +53,14 @@ def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
     assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1)) == 0
     assert capsys.readouterr().out.count("done before; read back") == 4
     assert json.loads((out / "results.json").read_text())["cells"] == result["cells"]
+    # table only: the finished cells of the chosen seeds and warm starts, nothing run, a missing one named
+    assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1, 2), starts=("clean",), table_only=True) == 0
+    printed = capsys.readouterr().out
+    assert "grid-grid-clean-sft0-grpo2 not finished" in printed and "done before" not in printed
+    assert [(c["start"], c["grpo_seed"]) for c in json.loads((out / "results.json").read_text())["cells"]] == [
+        ("clean", 0), ("clean", 1)]
+    assert "clean: 1 SFT seeds x 2 GRPO seeds (2 runs)" in (out / "results.md").read_text()
+    assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(7,), table_only=True) == 1
 
 
 def test_the_command_passes_the_chosen_seeds(monkeypatch, capsys):
@@ -66,10 +75,28 @@ def test_the_command_passes_the_chosen_seeds(monkeypatch, capsys):
             return 0
 
     monkeypatch.setattr(cli.importlib, "import_module", lambda name: Stage)
-    assert cli.main(["seed-grid", "--sft-seeds", "0,2", "--grpo-seeds", "1"]) == 0
-    assert got == {"sft_seeds": (0, 2), "grpo_seeds": (1,)}
-    assert cli.main(["seed-grid"]) == 0 and got == {"sft_seeds": (0, 1, 2), "grpo_seeds": (0, 1, 2)}
+    assert cli.main(["seed-grid", "--sft-seeds", "0,2", "--grpo-seeds", "1", "--warm-starts", "clean",
+                     "--workers", "2", "--table-only"]) == 0
+    assert got == {"sft_seeds": (0, 2), "grpo_seeds": (1,), "starts": ("clean",), "workers": 2, "table_only": True}
+    assert cli.main(["seed-grid"]) == 0 and got == {"sft_seeds": (0, 1, 2), "grpo_seeds": (0, 1, 2),
+                                                    "starts": ("corrupted", "clean"), "workers": 1, "table_only": False}
     for bad in ("0,0", "a", "-1", ""):
         with pytest.raises(SystemExit):
             cli.main(["seed-grid", "--sft-seeds", bad])
         assert "distinct non-negative integers" in capsys.readouterr().err
+    for option, bad, says in (("--workers", "0", ">= 1"), ("--workers", "x", ">= 1"),
+                              ("--warm-starts", "dirty", "expected corrupted, clean")):
+        with pytest.raises(SystemExit):
+            cli.main(["seed-grid", option, bad])
+        assert says in capsys.readouterr().err
+
+
+def test_lanes_pick_the_chosen_warm_starts(tiny_setup):
+    cfg = load_run_config(None, [*tiny_setup[0], "sft.corrupt_frac=0.5", "sft.corrupt_mode=carry", "name=g"])
+    both = seed_grid.lanes(cfg, (0, 1), ("corrupted", "clean"))
+    assert [(start, seed) for start, seed, _ in both] == [("carry 0.5", 0), ("carry 0.5", 1), ("clean", 0), ("clean", 1)]
+    assert [(s, c.sft.corrupt_frac) for s, _, c in seed_grid.lanes(cfg, (1,), ("clean",))] == [("clean", 0.0)]
+    assert [s for s, _, _ in seed_grid.lanes(cfg, (1,), ("corrupted",))] == ["carry 0.5"]
+    clean_cfg = load_run_config(None, [*tiny_setup[0], "sft.corrupt_frac=0", "name=g"])
+    with pytest.raises(ValueError, match="same as `clean`"):
+        seed_grid.lanes(clean_cfg, (0,), ("corrupted",))
