@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from pipeline import determinism
 from pipeline.config import RunConfig
 from pipeline.data.problems import load_problems
+from pipeline.data.synth import buggy_result, has_bug_site
 from pipeline.prompts import build_prompt
 
 STEP_RE = re.compile(r"^(.*)<<(\d+)([-+*/])(\d+)=(\d+)>>(\d+)(.*)$")
@@ -105,11 +106,6 @@ def corrupt_solution(solution: str, rng: random.Random) -> str | None:
     return None
 
 
-def has_bug_site(op: str, a: int, b: int) -> bool:
-    """A step where the classic bugs apply: an addition with a carry or a subtraction with a borrow."""
-    return (op == "+" and a % 10 + b % 10 >= 10) or (op == "-" and a >= 10 and a % 10 < b % 10)
-
-
 def buggy_solution(solution: str, rng: random.Random, frac: float) -> str | None:
     """``solution`` as a student with the forgotten-carry / forgotten-borrow bugs writes it: each
     addition with a carry loses it (-10) and each subtraction with a borrow keeps the tens (+10),
@@ -118,7 +114,7 @@ def buggy_solution(solution: str, rng: random.Random, frac: float) -> str | None
         right = _calc(op, a, b)
         if right is None or not has_bug_site(op, a, b) or rng.random() >= frac:
             return right
-        return right - 10 if op == "+" else right + 10
+        return buggy_result(op, a, b)
 
     replayed = _replay(_parse(solution), result_of)
     if replayed is None:

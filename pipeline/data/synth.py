@@ -71,6 +71,17 @@ def apply(op: str, a: int, b: int) -> int:
     return a // b
 
 
+def has_bug_site(op: str, a: int, b: int) -> bool:
+    """A step where the classic bugs apply: an addition with a carry or a subtraction with a borrow."""
+    return (op == "+" and a % 10 + b % 10 >= 10) or (op == "-" and a >= 10 and a % 10 < b % 10)
+
+
+def buggy_result(op: str, a: int, b: int) -> int:
+    """What the forgotten-carry / forgotten-borrow student writes at a bug site (Brown & Burton
+    1978): the carry lost (-10) or the tens kept (+10)."""
+    return apply(op, a, b) - 10 if op == "+" else apply(op, a, b) + 10
+
+
 def _operand(rng: random.Random, op: str, value: int, cfg: DataConfig) -> int | None:
     """A random operand for ``value op b`` that keeps every number in range, or None."""
     if op == "+":
