@@ -153,7 +153,7 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) ->
              f"Task `{cfg.train.task}`; GRPO {cfg.train.steps} steps x {cfg.train.questions_per_step} questions x "
              f"G = {cfg.rollout.group_size}, lr {cfg.train.lr:g}, beta {cfg.train.beta:g}; SFT {cfg.sft.steps} steps; "
              f"threads {cfg.threads}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
-             f"Accuracies in points (x100); before = mean over the {n_sft} SFT models, gain = after - before per run.", "",
+             f"Accuracies in points (x100); before = mean over the SFT models, gain = after - before per run.", "",
              "| warm start | eval | before | after | gain mean ± std | gain min | runs gained |",
              "|---|---|---|---|---|---|---|"]
     for start, by_key in summary.items():
