@@ -210,9 +210,9 @@ def read_lane(cfg: RunConfig, start: str, sft_seed: int, sft_cfg: RunConfig, grp
     return cells
 
 
-def _write_results(out: Path, cells: list[dict], summary: dict | None = None) -> None:
-    body = {"cells": [{k: v for k, v in c.items() if k != "config"} for c in cells]}
-    (out / "results.json").write_text(json.dumps({"summary": summary, **body} if summary is not None else body, indent=1))
+def _write_results(out: Path, cells: list[dict], summary: dict) -> None:
+    rows = [{k: v for k, v in c.items() if k != "config"} for c in cells]
+    (out / "results.json").write_text(json.dumps({"summary": summary, "cells": rows}, indent=1))
 
 
 def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tuple[int, ...] = GRPO_SEEDS,
