@@ -51,7 +51,7 @@ def classify(question: str, completion: str, correct: bool) -> str:
             continue
         if c == apply(op, a, b):
             continue
-        if op in "+-" and has_bug_site(op, a, b) and c == buggy_result(op, a, b):
+        if has_bug_site(op, a, b) and c == buggy_result(op, a, b):
             bug = True
         else:
             false = True

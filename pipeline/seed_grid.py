@@ -6,7 +6,7 @@ SFT seed (a tiny model initialised and fine-tuned with that seed) and each GRPO 
 and sampling), this runs the config's GRPO and evaluates the SFT model ("before") and the trained
 policy ("after") with every eval of `mathrl run` (``run_all.eval_plan``: the configured sampled
 eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). Outputs in
-``<output_dir>/<name>-seeds/``: ``results.json`` (every cell) and a Markdown table beside it (per
+``<output_dir>/<name>-seeds/``: a JSON file of every cell and the summary, and a Markdown table (per
 warm start: mean before, mean and spread of the gain, how many runs gained; then every run).
 
 Each (warm start, SFT seed) is a lane: its SFT, its "before" evals, then its GRPO runs in seed order.
@@ -83,9 +83,13 @@ def sft_before(sft_cfg: RunConfig, where: Path) -> dict[str, float]:
     return before
 
 
+def _cell_file(run_cfg: RunConfig) -> Path:
+    return Path(run_cfg.output_dir) / run_cfg.name / "cell.json"
+
+
 def saved_cell(run_cfg: RunConfig, before: dict[str, float] | None = None) -> dict | None:
     """The saved result of a cell when its config (and, if given, its "before" numbers) match."""
-    saved = Path(run_cfg.output_dir) / run_cfg.name / "cell.json"
+    saved = _cell_file(run_cfg)
     if not saved.is_file():
         return None
     cell = json.loads(saved.read_text())
@@ -99,16 +103,14 @@ def run_cell(run_cfg: RunConfig, before: dict[str, float]) -> dict:
     from pipeline.run_all import eval_all, eval_plan, train
 
     run_dir = Path(run_cfg.output_dir) / run_cfg.name
-    saved = run_dir / "cell.json"
-    wanted = to_dict(run_cfg)
     if (cell := saved_cell(run_cfg, before)) is not None:
         print(f"seed-grid: {run_cfg.name} done before; read back")
         return cell
     if train(run_cfg):
         raise RuntimeError(f"seed-grid: GRPO run {run_cfg.name} failed (see its output above)")
     after = _accuracies(eval_all(eval_plan(run_cfg), str(run_dir / "final"), run_dir, "after"))
-    cell = {"config": wanted, "name": run_cfg.name, "grpo_seed": run_cfg.seed, "before": before, "after": after}
-    saved.write_text(json.dumps(cell, indent=1))
+    cell = {"config": to_dict(run_cfg), "name": run_cfg.name, "grpo_seed": run_cfg.seed, "before": before, "after": after}
+    _cell_file(run_cfg).write_text(json.dumps(cell, indent=1))
     return cell
 
 
@@ -173,11 +175,7 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) ->
 
 def lanes(cfg: RunConfig, sft_seeds: tuple[int, ...], starts: tuple[str, ...]) -> list[tuple[str, int, RunConfig]]:
     """(warm start label, SFT seed, SFT config) of each lane, warm start by warm start."""
-    chosen = warm_starts(cfg)
-    if "corrupted" not in starts:
-        chosen = {k: v for k, v in chosen.items() if k == "clean"}
-    if "clean" not in starts:
-        chosen = {k: v for k, v in chosen.items() if k != "clean"}
+    chosen = {k: v for k, v in warm_starts(cfg).items() if ("clean" if k == "clean" else "corrupted") in starts}
     if not chosen:
         raise ValueError(f"seed-grid: no warm start left from {starts} (the config's sft.corrupt_frac is 0, "
                          "so `corrupted` is the same as `clean`)")
