@@ -13,6 +13,13 @@
    - every step with a false claim gets `-penalty` at its end;
    - the final step gets the outcome (1.0 / 0.0) plus the credit: `credit` per step whose claims
      are all true with at least one used, at most `max_credit` in all (< 1);
+   - a wrong answer pays `penalty` in all at least (`charge_unflagged`): what its steps were not
+     charged (all of it when none was judged wrong) goes at its final step, since its error is in
+     a step no check could reach. Without this, silence pays: on problems a policy mostly gets
+     wrong, a chain with fewer checkable claims scores above one whose slip is found, and the
+     process arm of the sparse experiment learned to write fewer calculations
+     (docs/process_supervision.md). With it a found slip costs no more than a hidden one, and
+     the found one sits at the step that made it;
    - steps with nothing to judge get no point of their own: their tokens share the next point.
    Why this shape: in DeepSeekMath's normalisation (rewards normalised over all steps of the
    group, each token summing the normalised rewards of the steps from it to the end) every
@@ -55,6 +62,7 @@ class StepRewardConfig:
     credit: float = 0.1
     max_credit: float = 0.3
     penalty: float = 0.5
+    charge_unflagged: bool = True
 
     def __post_init__(self):
         if not (0 <= self.credit and 0 <= self.max_credit < 1 and self.penalty >= 0):
@@ -226,6 +234,9 @@ def step_rewards(completion: str, gold: str | None = None, style: str = "auto", 
     mix = mix or StepMix()
     q = mix_scores(step_probs if step_probs is not None else [None] * len(steps), [s.score for s in steps], mix)
     values = penalties(q, mix.threshold, cfg.penalty)
+    charged = -sum(v for v in values if v < 0)
+    if cfg.charge_unflagged and score is not None and score <= 0 and charged < cfg.penalty:
+        values[-1] -= cfg.penalty - charged
     credited = sum(s.score == 1 and s.used > 0 for s in steps)
     credit = min(cfg.max_credit, cfg.credit * credited)
     points, start = [], steps[0].start

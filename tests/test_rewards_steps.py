@@ -96,7 +96,10 @@ def test_only_claims_that_feed_the_answer_earn_credit():
     steps = check_steps(padding + "#### 17", "17")
     assert [s.score for s in steps] == [1, 1, 1, 1]
     assert [s.used for s in steps] == [0, 0, 0, 0]  # true but unused: no credit
-    assert step_rewards(padding + "#### 17", gold="18")[-1].reward == 0.0
+    # the wrong answer pays the unflagged penalty, and its true padding earns nothing back
+    assert step_rewards(padding + "#### 17", gold="18")[-1].reward == -0.5
+    old_rule = StepRewardConfig(charge_unflagged=False)
+    assert step_rewards(padding + "#### 17", gold="18", config=old_rule)[-1].reward == 0.0
     feeding = "2 * 3 = 6\n6 + 11 = 17\n#### 17"
     assert [s.used for s in check_steps(feeding, "17")] == [1, 1, 0]
 
@@ -111,7 +114,40 @@ def test_used_claims_follow_back_from_the_answer():
 def test_credit_is_capped():
     chain = "".join(f"{k} + 1 = {k + 1}\n" for k in range(1, 30)) + "#### 30"
     points = step_rewards(chain, gold="31")  # 29 true steps feed the (wrong) answer
-    assert points[-1].value == pytest.approx(0.3) and points[-1].outcome == 0.0
+    assert points[-1].value == pytest.approx(0.3 - 0.5) and points[-1].outcome == 0.0
+    points = step_rewards(chain, gold="31", config=StepRewardConfig(charge_unflagged=False))
+    assert points[-1].value == pytest.approx(0.3)
+
+
+def _total(text, gold):
+    return sum(p.reward for p in step_rewards(text, gold=gold))
+
+
+def test_a_found_slip_costs_no_more_than_a_hidden_one():
+    """The sparse experiment's hole: with a penalty only where a check refutes a claim, a wrong
+    chain that writes fewer checkable calculations scored above one whose slip is found, and the
+    process arm learned to stop writing them."""
+    found = "12 + 5 = 17\n17 * 3 = 52\n#### 52"          # the slip is checkable: refuted at step 2
+    hidden = "12 and 5 make 17\nthree times that is 52\n#### 52"  # the same slip, nothing to check
+    assert [s.score for s in check_steps(found, "52")] == [1, -1, 0]
+    assert [s.score for s in check_steps(hidden, "52")] == [0, 0, 0]
+    assert _total(hidden, "51") == pytest.approx(-0.5)
+    assert _total(found, "51") >= _total(hidden, "51")
+    before = StepRewardConfig(charge_unflagged=False)  # the old rule: silence scored higher
+    assert sum(p.reward for p in step_rewards(found, gold="51", config=before)) < \
+        sum(p.reward for p in step_rewards(hidden, gold="51", config=before))
+
+
+def test_every_wrong_answer_pays_the_penalty_once_at_least():
+    two_slips = "2 + 2 = 5\n5 * 3 = 16\n#### 16"
+    points = step_rewards(two_slips, gold="12")
+    assert [p.value for p in points] == [-0.5, -0.5, 0.0]  # both refuted: no extra charge at the end
+    hidden = "12 and 5 make 17\nthree times that is 52\n#### 52"
+    doubted = step_rewards(hidden, gold="51", step_probs=[0.9, 0.4, None])  # a PRM doubts step 2 a little
+    assert [p.value for p in doubted] == pytest.approx([-0.1, -0.4])  # the final step pays the rest
+    right = "2 + 2 = 4\n4 * 3 = 12\n#### 12"
+    assert step_rewards(right, gold="12")[-1].reward == pytest.approx(1.2)  # a right answer is never charged
+    assert step_rewards("no numbers here\n#### 7")[-1].reward == 0.0     # no outcome known: no charge
 
 
 def test_issue_false_claims_are_refuted():
