@@ -130,6 +130,9 @@ def _main(argv: list[str] | None) -> int:
             from pipeline.data.prepare import prepare_for
             prepare_for(cfg, args.stage)
         result = stage(cfg, **kwargs)
+    except ConfigError as e:  # a value the stage cannot work with, found once it looked (one line, not a traceback)
+        print(f"mathrl {args.stage}: config error: {e}", file=sys.stderr)
+        return 2
     except (OSError, DataError) as e:  # missing files, models or data: say what, not a traceback
         if os.environ.get("MATHRL_DEBUG"):
             raise

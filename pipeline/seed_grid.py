@@ -29,7 +29,7 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from pipeline.config import RunConfig, to_dict
+from pipeline.config import ConfigError, RunConfig, to_dict
 
 SFT_SEEDS = (0, 1, 2)
 GRPO_SEEDS = (0, 1, 2)
@@ -177,7 +177,7 @@ def lanes(cfg: RunConfig, sft_seeds: tuple[int, ...], starts: tuple[str, ...]) -
     """(warm start label, SFT seed, SFT config) of each lane, warm start by warm start."""
     chosen = {k: v for k, v in warm_starts(cfg).items() if ("clean" if k == "clean" else "corrupted") in starts}
     if not chosen:
-        raise ValueError(f"seed-grid: no warm start left from {starts} (the config's sft.corrupt_frac is 0, "
+        raise ConfigError(f"seed-grid: no warm start left from {starts} (the config's sft.corrupt_frac is 0, "
                          "so `corrupted` is the same as `clean`)")
     return [(start, seed, sft_config(start_cfg, start, seed, cfg))
             for start, start_cfg in chosen.items() for seed in sft_seeds]
