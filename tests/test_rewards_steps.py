@@ -138,6 +138,15 @@ def test_a_found_slip_costs_no_more_than_a_hidden_one():
         sum(p.reward for p in step_rewards(hidden, gold="51", config=before))
 
 
+def test_a_planted_false_claim_does_not_lower_what_a_wrong_answer_pays():
+    """Attack: write a trivially false claim first so the penalty lands there, not at the end."""
+    hidden = "12 and 5 make 17\nthree times that is 52\n#### 52"
+    planted = "1 + 1 = 3\n" + hidden
+    points = step_rewards(planted, gold="51")
+    assert points[0].value == -0.5 and points[0].end == len("1 + 1 = 3")  # on the planted step's own tokens
+    assert _total(planted, "51") == pytest.approx(_total(hidden, "51")) == pytest.approx(-0.5)
+
+
 def test_every_wrong_answer_pays_the_penalty_once_at_least():
     two_slips = "2 + 2 = 5\n5 * 3 = 16\n#### 16"
     points = step_rewards(two_slips, gold="12")
