@@ -5,9 +5,10 @@ For each warm start (the config's SFT corruption, and a clean one with ``sft.cor
 SFT seed (a tiny model initialised and fine-tuned with that seed) and each GRPO seed (question order
 and sampling), this runs the config's GRPO and evaluates the SFT model ("before") and the trained
 policy ("after") with every eval of `mathrl run` (``run_all.eval_plan``: the configured sampled
-eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). Outputs in
-``<output_dir>/<name>-seeds/``: a JSON file of every cell and the summary, and a Markdown table (per
-warm start: mean before, mean and spread of the gain, how many runs gained; then every run).
+eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). It writes, in a
+directory named after the run with a ``-seeds`` suffix under the output directory, a JSON file of
+every cell and the summary, and a Markdown table (per warm start: mean before, mean and spread of
+the gain, how many runs gained; then every run).
 
 Each (warm start, SFT seed) is a lane: its SFT, its "before" evals, then its GRPO runs in seed order.
 ``workers`` lanes run at once in separate processes, each with the config's ``threads`` (on a
