@@ -40,3 +40,19 @@ def test_panels_follow_what_was_logged(tmp_path):
     assert [r["step"] for r in rows if "eval/greedy_accuracy" in r] == [0, 10, 20]  # step 0 is a point
     out = plot_curves(tmp_path)
     assert out == tmp_path / "curves.png" and out.stat().st_size > 10_000
+
+
+def test_a_fresh_start_empties_the_log_and_a_resume_keeps_rows_up_to_its_step(tmp_path):
+    """A run killed before its first checkpoint had logged its step-0 eval; started again, it logs
+    that eval again, so the old rows must go (they were kept once, giving two step-0 rows)."""
+    from pipeline.grpo.run_log import RunLog
+    rows = _rows(kl=False)
+    for resume_step, expected in ((None, []), (10, list(range(11)))):
+        (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / "samples.jsonl").write_text(json.dumps({"step": 3, "completion": "x"}) + "\n")
+        log = RunLog(tmp_path, resume_step)
+        assert [r["step"] for r in read_metrics(tmp_path)] == expected
+        assert bool((tmp_path / "samples.jsonl").read_text()) == (resume_step is not None)
+        log.log(expected[-1] + 1 if expected else 0, {"reward/mean": 0.5})
+        steps = [r["step"] for r in read_metrics(tmp_path)]
+        assert len(steps) == len(set(steps))

@@ -1,8 +1,9 @@
 """Run observability: metrics.jsonl (always), samples.jsonl, the trackers of train.report_to
 (``trackers.py``: TensorBoard, W&B, Trackio, MLflow; each gets every metrics.jsonl row), curves PNG.
 
-On resume the lines written after the checkpoint's step are dropped first, so the files read
-as if the run had never been interrupted.
+On resume the lines written after the checkpoint's step are dropped first, and a run started
+afresh (no checkpoint to resume) empties them, so the files read as if the run had never been
+interrupted: a run killed before its first checkpoint leaves no step-0 eval row to repeat.
 """
 
 from __future__ import annotations
@@ -25,17 +26,19 @@ PANELS = [
 EVAL_PREFIX = "eval/"  # every eval/..._accuracy metric goes into the eval panel
 
 
-def _truncate_jsonl(path: Path, max_step: int) -> None:
+def _truncate_jsonl(path: Path, max_step: int | None) -> None:
+    """Keep the rows up to ``max_step`` (none when it is None)."""
     if not path.is_file():
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip()
+    keep = [line for line in path.read_text().splitlines() if line.strip() and max_step is not None
             and json.loads(line).get("step", 0) <= max_step]
     path.write_text("".join(line + "\n" for line in keep))
 
 
 class RunLog:
-    def __init__(self, run_dir: Path, resume_step: int = 0, trackers: list = ()):
-        """``trackers``: opened by ``trackers.open_trackers``; each gets every row of metrics.jsonl."""
+    def __init__(self, run_dir: Path, resume_step: int | None = None, trackers: list = ()):
+        """``resume_step``: the checkpoint's step, None for a fresh start. ``trackers``: opened by
+        ``trackers.open_trackers``; each gets every row of metrics.jsonl."""
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self.samples_path = self.run_dir / "samples.jsonl"

@@ -97,9 +97,9 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     log = NullLog()
     if main_rank:
         save_config(cfg, run_dir / "config.yaml")
-        resume_step = saved["step"] if saved is not None else 0
+        resume_step = saved["step"] if saved is not None else None
         log = RunLog(run_dir, resume_step, open_trackers(report_to, run_dir, to_dict(cfg), cfg.train.tracker_project,
-                                                          cfg.name, resume_step))
+                                                          cfg.name, resume_step or 0))
     try:
         state, start = _build_state(cfg, ckpt, saved)
     except BaseException:
