@@ -1,10 +1,11 @@
-"""curves.png: smoothed noisy curves, KL only when computed, every eval accuracy with its step-0 point."""
+"""curves.png: smoothed noisy curves, KL only when computed, every eval accuracy with its step-0 point;
+metrics.jsonl after a restart: no repeated rows."""
 
 from __future__ import annotations
 
 import json
 
-from pipeline.grpo.run_log import eval_keys, panels_for, plot_curves, read_metrics, smooth
+from pipeline.grpo.run_log import RunLog, eval_keys, panels_for, plot_curves, read_metrics, smooth
 
 
 def test_smooth_is_a_trailing_mean():
@@ -45,7 +46,6 @@ def test_panels_follow_what_was_logged(tmp_path):
 def test_a_fresh_start_empties_the_log_and_a_resume_keeps_rows_up_to_its_step(tmp_path):
     """A run killed before its first checkpoint had logged its step-0 eval; started again, it logs
     that eval again, so the old rows must go (they were kept once, giving two step-0 rows)."""
-    from pipeline.grpo.run_log import RunLog
     rows = _rows(kl=False)
     for resume_step, expected in ((None, []), (10, list(range(11)))):
         (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
