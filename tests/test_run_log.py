@@ -56,3 +56,20 @@ def test_a_fresh_start_empties_the_log_and_a_resume_keeps_rows_up_to_its_step(tm
         log.log(expected[-1] + 1 if expected else 0, {"reward/mean": 0.5})
         steps = [r["step"] for r in read_metrics(tmp_path)]
         assert len(steps) == len(set(steps))
+
+
+def test_continuing_another_runs_checkpoint_starts_with_its_history(tmp_path):
+    """train.resume=<other run>/checkpoints/step_10: this run's files begin with the other run's
+    rows up to step 10 (not after), replacing what an earlier attempt of this run had written."""
+    other, mine = tmp_path / "other", tmp_path / "mine"
+    other.mkdir()
+    (other / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(kl=False)))
+    (other / "samples.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (5, 15)))
+    mine.mkdir()
+    (mine / "metrics.jsonl").write_text(json.dumps({"step": 12, "reward/mean": 0.1}) + "\n")
+    RunLog(mine, 10, history_from=other)
+    assert [r["step"] for r in read_metrics(mine)] == list(range(11))
+    assert [json.loads(line)["step"] for line in (mine / "samples.jsonl").read_text().splitlines()] == [5]
+    assert len(read_metrics(other)) == 21  # the other run's files are only read
+    RunLog(mine, 10, history_from=mine)  # its own checkpoint: the usual resume
+    assert [r["step"] for r in read_metrics(mine)] == list(range(11))

@@ -74,6 +74,21 @@ def test_resume_after_kill_reproduces_next_step(tiny_setup):
                        torch.cat([p.flatten() for p in _params(straight / "final").values()]))
 
 
+def test_continuing_another_runs_checkpoint_reads_as_one_run(tiny_setup):
+    """A longer run that continues a shorter one (train.resume=<short>/checkpoints/step_2,
+    train.steps=3) ends with the same weights and metrics as a 3-step run from the start, and its
+    metrics.jsonl holds all three steps (the first two copied from the shorter run)."""
+    straight = trainer.train(run_cfg(tiny_setup, "straight3", "train.steps=3"))
+    short = trainer.train(run_cfg(tiny_setup, "short2", "train.steps=2"))
+    longer = trainer.train(run_cfg(tiny_setup, "longer3", "train.steps=3",
+                                   f"train.resume={short / 'checkpoints' / 'step_2'}"))
+    rows, want = read_metrics(longer), read_metrics(straight)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [_comparable(r) for r in rows] == [_comparable(r) for r in want]
+    assert torch.equal(torch.cat([p.flatten() for p in _params(longer / "final").values()]),
+                       torch.cat([p.flatten() for p in _params(straight / "final").values()]))
+
+
 def test_non_finite_loss_stops_with_message(tiny_setup, monkeypatch):
     real = trainer.policy_loss
 

@@ -3,7 +3,9 @@
 
 On resume the lines written after the checkpoint's step are dropped first, and a run started
 afresh (no checkpoint to resume) empties them, so the files read as if the run had never been
-interrupted: a run killed before its first checkpoint leaves no step-0 eval row to repeat.
+interrupted: a run killed before its first checkpoint leaves no step-0 eval row to repeat. A run
+that continues another run's checkpoint (``train.resume=<other run>/checkpoints/step_N``) starts
+its files with the other run's rows up to N, so its curves show the whole training.
 """
 
 from __future__ import annotations
@@ -26,24 +28,34 @@ PANELS = [
 EVAL_PREFIX = "eval/"  # every eval/..._accuracy metric goes into the eval panel
 
 
-def _truncate_jsonl(path: Path, max_step: int | None) -> None:
-    """Keep the rows up to ``max_step`` (none when it is None)."""
-    if not path.is_file():
+def _truncate_jsonl(path: Path, max_step: int | None, source: Path | None = None) -> None:
+    """Keep the rows of ``source`` (default: ``path`` itself) up to ``max_step`` (none when it is
+    None) in ``path``."""
+    source = source or path
+    if not source.is_file():
+        if source != path and path.is_file():
+            path.write_text("")  # the other run kept no such file: none of ours is history either
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and max_step is not None
+    keep = [line for line in source.read_text().splitlines() if line.strip() and max_step is not None
             and json.loads(line).get("step", 0) <= max_step]
     path.write_text("".join(line + "\n" for line in keep))
 
 
 class RunLog:
-    def __init__(self, run_dir: Path, resume_step: int | None = None, trackers: list = ()):
+    def __init__(self, run_dir: Path, resume_step: int | None = None, trackers: list = (),
+                 history_from: Path | None = None):
         """``resume_step``: the checkpoint's step, None for a fresh start. ``trackers``: opened by
-        ``trackers.open_trackers``; each gets every row of metrics.jsonl."""
+        ``trackers.open_trackers``; each gets every row of metrics.jsonl written from now on.
+        ``history_from``: the run directory the resumed checkpoint belongs to, when not this one."""
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self.samples_path = self.run_dir / "samples.jsonl"
+        other = Path(history_from) if history_from is not None else None
+        if other is not None and other.resolve() == self.run_dir.resolve():
+            other = None
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         for path in (self.metrics_path, self.samples_path):
-            _truncate_jsonl(path, resume_step)
+            _truncate_jsonl(path, resume_step, other / path.name if other is not None else None)
         self.trackers = list(trackers)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:

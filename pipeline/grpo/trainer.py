@@ -99,7 +99,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         save_config(cfg, run_dir / "config.yaml")
         resume_step = saved["step"] if saved is not None else None
         log = RunLog(run_dir, resume_step, open_trackers(report_to, run_dir, to_dict(cfg), cfg.train.tracker_project,
-                                                          cfg.name, resume_step or 0))
+                                                          cfg.name, resume_step or 0),
+                     history_from=_run_of(ckpt))
     try:
         state, start = _build_state(cfg, ckpt, saved)
     except BaseException:
@@ -144,6 +145,11 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     distributed.barrier("final barrier")  # the job ends once final/ is written
     distributed.close()
     return run_dir
+
+
+def _run_of(ckpt: Path | None) -> Path | None:
+    """The run directory a checkpoint was saved in (``<run>/checkpoints/step_N``), if it is one."""
+    return ckpt.parent.parent if ckpt is not None and ckpt.parent.name == "checkpoints" else None
 
 
 def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple[TrainState, int]:
