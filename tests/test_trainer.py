@@ -51,6 +51,10 @@ def test_two_steps_update_parameters_and_write_metrics(tiny_setup):
     assert samples and {"prompt", "completion", "rewards", "reward", "num_tokens", "finish_reason"} <= set(samples[0])
 
 
+def _flat_params(path):
+    return torch.cat([p.flatten() for p in _params(path).values()])
+
+
 def _comparable(row):
     return {k: v for k, v in row.items() if not k.startswith("time/") and k != "tokens_per_s"}
 
@@ -70,8 +74,7 @@ def test_resume_after_kill_reproduces_next_step(tiny_setup):
     resumed = read_metrics(killed_dir)
     assert [r["step"] for r in resumed] == [1, 2, 3]
     assert _comparable(resumed[2]) == _comparable(read_metrics(straight)[2])
-    assert torch.equal(torch.cat([p.flatten() for p in _params(killed_dir / "final").values()]),
-                       torch.cat([p.flatten() for p in _params(straight / "final").values()]))
+    assert torch.equal(_flat_params(killed_dir / "final"), _flat_params(straight / "final"))
 
 
 def test_continuing_another_runs_checkpoint_reads_as_one_run(tiny_setup):
@@ -85,8 +88,7 @@ def test_continuing_another_runs_checkpoint_reads_as_one_run(tiny_setup):
     rows, want = read_metrics(longer), read_metrics(straight)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert [_comparable(r) for r in rows] == [_comparable(r) for r in want]
-    assert torch.equal(torch.cat([p.flatten() for p in _params(longer / "final").values()]),
-                       torch.cat([p.flatten() for p in _params(straight / "final").values()]))
+    assert torch.equal(_flat_params(longer / "final"), _flat_params(straight / "final"))
 
 
 def test_non_finite_loss_stops_with_message(tiny_setup, monkeypatch):

@@ -28,17 +28,13 @@ PANELS = [
 EVAL_PREFIX = "eval/"  # every eval/..._accuracy metric goes into the eval panel
 
 
-def _truncate_jsonl(path: Path, max_step: int | None, source: Path | None = None) -> None:
-    """Keep the rows of ``source`` (default: ``path`` itself) up to ``max_step`` (none when it is
-    None) in ``path``."""
-    source = source or path
-    if not source.is_file():
-        if source != path and path.is_file():
-            path.write_text("")  # the other run kept no such file: none of ours is history either
-        return
-    keep = [line for line in source.read_text().splitlines() if line.strip() and max_step is not None
-            and json.loads(line).get("step", 0) <= max_step]
-    path.write_text("".join(line + "\n" for line in keep))
+def _keep_rows(path: Path, max_step: int | None, source: Path) -> None:
+    """Rewrite ``path`` with the rows of ``source`` (``path`` itself, or the same file of the run a
+    checkpoint came from) up to ``max_step`` (none when it is None)."""
+    keep = [] if max_step is None or not source.is_file() else [
+        line for line in source.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= max_step]
+    if keep or path.is_file():
+        path.write_text("".join(line + "\n" for line in keep))
 
 
 class RunLog:
@@ -50,12 +46,9 @@ class RunLog:
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self.samples_path = self.run_dir / "samples.jsonl"
-        other = Path(history_from) if history_from is not None else None
-        if other is not None and other.resolve() == self.run_dir.resolve():
-            other = None
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        other = Path(history_from) if history_from is not None else self.run_dir
         for path in (self.metrics_path, self.samples_path):
-            _truncate_jsonl(path, resume_step, other / path.name if other is not None else None)
+            _keep_rows(path, resume_step, other / path.name)
         self.trackers = list(trackers)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:

@@ -48,7 +48,7 @@ from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
 from pipeline.device import DeviceError, resolve_device
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
-from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, save_checkpoint,
+from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, run_of, save_checkpoint,
                                       set_rng_state)
 from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
@@ -100,7 +100,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         resume_step = saved["step"] if saved is not None else None
         log = RunLog(run_dir, resume_step, open_trackers(report_to, run_dir, to_dict(cfg), cfg.train.tracker_project,
                                                           cfg.name, resume_step or 0),
-                     history_from=_run_of(ckpt))
+                     history_from=run_of(ckpt))
     try:
         state, start = _build_state(cfg, ckpt, saved)
     except BaseException:
@@ -145,11 +145,6 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     distributed.barrier("final barrier")  # the job ends once final/ is written
     distributed.close()
     return run_dir
-
-
-def _run_of(ckpt: Path | None) -> Path | None:
-    """The run directory a checkpoint was saved in (``<run>/checkpoints/step_N``), if it is one."""
-    return ckpt.parent.parent if ckpt is not None and ckpt.parent.name == "checkpoints" else None
 
 
 def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple[TrainState, int]:
