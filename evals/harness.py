@@ -26,7 +26,7 @@ def generate_records(engine, problems: list[dict], prompts: list[str], *, n: int
     records = []
     # Chunks of prompts keep the progress bar moving; the engine batches inside each chunk. An
     # engine without a batch size (vLLM schedules its own batches) gets large chunks.
-    engine_batch = getattr(engine, "batch_size", None)
+    engine_batch = engine.batch_size
     per_chunk = max(1, engine_batch // n) if engine_batch else LARGE_CHUNK
     with tqdm(total=len(problems), desc="generate", unit="problem", disable=not progress) as bar:
         for start in range(0, len(problems), per_chunk):

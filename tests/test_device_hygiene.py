@@ -27,7 +27,7 @@ from pipeline.grpo import trainer
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
 from pipeline.grpo.batch import make_batch
 from pipeline.grpo.losses import policy_loss
-from pipeline.rollout.base import Sample
+from pipeline.rollout.base import RolloutEngine, Sample
 from pipeline.rollout.tis import tis_weights
 from tests.device_tags import DeviceMix, HostTags
 
@@ -114,7 +114,7 @@ def test_reward_with_kl_and_tis_on_meta():
 # --- a whole update under HostTags ---------------------------------------------------------------
 
 
-class RecordedEngine:
+class RecordedEngine(RolloutEngine):
     """Replays recorded completions instead of sampling: for each prompt, the problem's reference
     solution, every second one with a wrong final answer and a wrong last step (so rewards and
     step rewards vary within a group), cut at ``max_new_tokens``; engine log-probs are fixed
@@ -145,12 +145,6 @@ class RecordedEngine:
         return out
 
     def sync_weights(self, model):
-        pass
-
-    def sleep(self):
-        pass
-
-    def close(self):
         pass
 
 

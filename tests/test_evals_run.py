@@ -14,6 +14,7 @@ from evals.run import default_output_dir, evaluate, main  # noqa: E402
 from pipeline.config import ConfigError, DataConfig, load_run_config  # noqa: E402
 from pipeline.data.prepare import prepare  # noqa: E402
 from pipeline.data.problems import load_problems  # noqa: E402
+from pipeline.rollout.base import RolloutEngine  # noqa: E402
 
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -173,7 +174,7 @@ def test_model_path_errors(tmp_path):
     assert resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
 
 
-class ScriptedEngine:
+class ScriptedEngine(RolloutEngine):
     """A RolloutEngine that answers each prompt with scripted completions (no model)."""
 
     def __init__(self, script):
@@ -184,7 +185,7 @@ class ScriptedEngine:
         return [[Sample(prompt=p, prompt_ids=[], completion=c, completion_ids=[0], finish_reason="stop")
                  for c in self.script[p][:n]] for p in prompts]
 
-    def close(self):
+    def sync_weights(self, model):
         pass
 
 

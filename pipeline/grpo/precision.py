@@ -46,8 +46,7 @@ def autocast_for(cfg, engine=None):
     """``autocast`` for the trainer's own forwards: log-probs, and generation or evaluation with
     the HF engine (which runs the policy itself). A vLLM engine runs its own model: no-op."""
     from pipeline.models import resolve_device
-    from pipeline.rollout.hf_engine import HFEngine
 
-    if engine is not None and not isinstance(engine, HFEngine):
+    if engine is not None and not engine.runs_policy:
         return nullcontext()
     return autocast(cfg, resolve_device(cfg.device))

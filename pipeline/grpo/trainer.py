@@ -262,7 +262,7 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
 def _evaluates_here(state: TrainState, main_rank: bool) -> bool:
     """Rank 0 evaluates; with the HF engine on an FSDP-sharded policy every rank runs the same eval
     in lock-step (its forwards are collectives) and rank 0 writes."""
-    return main_rank or getattr(state.engine, "lockstep", False)
+    return main_rank or state.engine.lockstep
 
 
 def _periodic_eval(cfg: RunConfig, state: TrainState, evaluate: EvalFn, out_dir: Path | None,

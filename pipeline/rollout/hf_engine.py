@@ -25,10 +25,12 @@ from tqdm.auto import tqdm
 from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper,
                           TopPLogitsWarper)
 
-from pipeline.rollout.base import Sample, SamplingParams
+from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
 
 
-class HFEngine:
+class HFEngine(RolloutEngine):
+    runs_policy = True  # generates with the trainer's own module
+
     def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, lockstep: bool = False):
         self.model = model
         self.lockstep = lockstep  # every rank runs the same generate calls (sharded model)
@@ -40,9 +42,6 @@ class HFEngine:
 
     def sync_weights(self, model) -> None:
         self.model = model
-
-    def sleep(self) -> None:
-        pass  # the engine is the policy itself: nothing of its own to free
 
     def close(self) -> None:
         self.model = None

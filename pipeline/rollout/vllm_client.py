@@ -47,7 +47,7 @@ from pipeline import faults
 from pipeline.config import RunConfig
 from pipeline.device import device_identity
 from pipeline.parallel import distributed
-from pipeline.rollout.base import Sample, SamplingParams
+from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
 from pipeline.rollout.server_auth import HOW, TokenError, bearer, server_token
 from pipeline.weights.broadcast import (BUCKET_BYTES, BroadcastError, Spec, WeightGroup, dtype_name, local_address,
                                         weights_hash)
@@ -67,7 +67,7 @@ class ServerError(distributed.PeerLost):
     """The vLLM server answered but refused (wrong model, bad request, failed weight load)."""
 
 
-class VLLMServerEngine:
+class VLLMServerEngine(RolloutEngine):
     def __init__(self, cfg: RunConfig, model):
         r = cfg.rollout
         self.url = f"http://{r.server_host}:{r.server_port}"
@@ -193,9 +193,6 @@ class VLLMServerEngine:
         if self.group is not None:
             self.group.close()
         self.group = None
-
-    def sleep(self) -> None:
-        pass  # the server's engine lives in its own process and never sleeps
 
     def close(self) -> None:
         if self.group is not None:

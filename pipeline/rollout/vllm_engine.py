@@ -59,7 +59,7 @@ from contextlib import contextmanager
 import torch
 
 from pipeline.config.schema import RolloutConfig
-from pipeline.rollout.base import Sample, SamplingParams
+from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
 from pipeline.weights.broadcast import BUCKET_BYTES
 from pipeline.weights.export import hf_weights, weight_buckets
 
@@ -71,7 +71,7 @@ _CPU_ENV_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache; read by 
 _SLEEPERS: set[int] = set()  # ids of this process's live sleep-mode engines (quirk 3: at most one)
 
 
-class VLLMEngine:
+class VLLMEngine(RolloutEngine):
     def __init__(self, model_name_or_path: str, cfg: RolloutConfig, dtype: str = "float32",
                  seed: int = 0, logprobs_mode: str = "processed_logprobs"):
         """``logprobs_mode``: `processed_logprobs` = log-probs of the distribution actually
