@@ -250,12 +250,13 @@ def child_main(a) -> None:
 def setup(workdir: Path, size: str) -> int:
     """Prepared gsm-synth data and the untrained model of this size; returns its parameter count."""
     from pipeline import models
+    from pipeline.stages import build_tiny
     from pipeline.config import load_run_config
     from pipeline.data.prepare import prepare
 
     cfg = load_run_config(None, base_overrides(workdir, size))
     prepare(cfg.data)
-    models.main(cfg)
+    build_tiny.main(cfg)
     return json.loads((Path(cfg.model.tiny_dir) / models.BUILD_INFO).read_text())["params"]
 
 

@@ -138,13 +138,13 @@ def base_overrides(work: Path, device: str) -> list[str]:
 
 
 def prepare(work: Path, device: str) -> None:
-    from pipeline import models
+    from pipeline.stages import build_tiny
     from pipeline.config import load_run_config
     from pipeline.data.prepare import prepare as prepare_data
 
     cfg = load_run_config(None, base_overrides(work, device))
     prepare_data(cfg.data)
-    models.main(cfg)
+    build_tiny.main(cfg)
 
 
 class Probe:

@@ -9,8 +9,9 @@ the adapter merged into it (merged weights generate faster and give the same out
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
+
+from pipeline import layout
 
 MODEL_FILES = ("config.json", "adapter_config.json")
 
@@ -24,20 +25,14 @@ def resolve_model_path(name_or_path: str) -> str:
         return name_or_path  # a hub id such as Qwen/Qwen2.5-0.5B-Instruct
     if any((path / f).is_file() for f in MODEL_FILES):
         return str(path)
-    for sub in ("final", "model", "policy"):
+    for sub in (layout.FINAL, "model", "policy"):
         if (path / sub).is_dir():
             return resolve_model_path(str(path / sub))
-    steps = sorted(_step_dirs(path / "checkpoints"), key=lambda p: int(p.name.split("_")[-1]))
+    steps = layout.step_dirs(path)
     if steps:
         return resolve_model_path(str(steps[-1]))
     raise FileNotFoundError(f"{path} holds no model: expected config.json (a model), adapter_config.json "
                             "(a LoRA adapter), final/ or checkpoints/step_N/ (a run directory)")
-
-
-def _step_dirs(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return [p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"step_\d+", p.name)]
 
 
 def load_for_eval(name_or_path: str, dtype: str = "float32", device: str = "auto"):

@@ -14,7 +14,7 @@ completions that are right and of the wrong ones, by the first rule that applies
 
 So "greedy accuracy rose" can be read as "the carry bug went from 22% to 7% of completions", and a
 fall on longer problems can be told apart from the bug coming back. Reads the ``results.jsonl``
-an eval writes (``evals/run.py``); gsm-synth questions only (one sentence per step).
+an eval writes (``evals/evaluate.py``); gsm-synth questions only (one sentence per step).
 """
 
 from __future__ import annotations

@@ -5,18 +5,17 @@
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
 (outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data), seed-grid
 (GRPO over SFT x GRPO seeds), plan (GPU memory estimate), config (print every key with its
-documentation). Each stage is a function ``fn(cfg) -> exit code`` (``module:function``, ``main``
-when not named), imported only when used so ``mathrl data`` does not pay for torch; before
-importing it the command pins the CPU kernels the config's ``cpu_isa`` names (read when torch
-loads, pipeline/determinism.py). The stages that read problems first prepare the datasets they
-read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card) to the
-Hugging Face Hub.
+documentation). Each stage is ``pipeline/stages/<stage>.py: main(cfg, ...) -> exit code``, imported
+(``stage_main``) only when used so ``mathrl data`` does not pay for torch; before importing it the
+command pins the CPU kernels the config's ``cpu_isa`` names (read when torch loads,
+pipeline/determinism.py). The stages that read problems first prepare (and check) the datasets
+they read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card)
+to the Hugging Face Hub.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shlex
 import sys
@@ -26,18 +25,18 @@ import sys
 TRAIN_MODULES = {"torch", "transformers", "tokenizers", "peft", "datasets", "accelerate", "yaml", "matplotlib",
                  "huggingface_hub"}
 
-STAGES = {
-    "data": ("pipeline.data.prepare", "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared"),
-    "build-tiny": ("pipeline.models", "build the tiny Qwen2-style model and tokenizer offline"),
-    "sft": ("pipeline.sft", "supervised warm start on reference solutions"),
-    "train": ("pipeline.run_all:train", "GRPO training (outcome or process supervision)"),
-    "eval": ("evals.run", "evaluate a model on gsm8k / math / math500 / gsm-synth"),
-    "run": ("pipeline.run_all", "every stage in the config's `stages` list, then a short report"),
-    "vllm-serve": ("pipeline.rollout.vllm_server", "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)"),
-    "experiment": ("pipeline.experiment", "outcome vs process supervision over experiment.seeds: table, 95% bands, steps-to-threshold, plot"),
-    "eval-prm": ("pipeline.eval_prm", "a step scorer (rules, PRM, both) on ProcessBench-format JSONL: first-error F1 table"),
-    "seed-grid": ("pipeline.seed_grid", "GRPO on 3 SFT seeds x 3 GRPO seeds, corrupted and clean warm start: table"),
-    "plan": ("pipeline.plan.report", "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)"),
+STAGES = {  # name -> help; the code is pipeline/stages/<name with _ for ->.py (stage_main)
+    "data": "prepare GSM8K / MATH / MATH-500 / gsm-synth into data/prepared",
+    "build-tiny": "build the tiny Qwen2-style model and tokenizer offline",
+    "sft": "supervised warm start on reference solutions",
+    "train": "GRPO training (outcome or process supervision)",
+    "eval": "evaluate a model on gsm8k / math / math500 / gsm-synth (default: the run's trained model)",
+    "run": "every stage in the config's `stages` list, then a short report",
+    "vllm-serve": "serve rollouts from a separate vLLM process (trainers use rollout.engine=vllm_server)",
+    "experiment": "outcome vs process supervision over experiment.seeds: table, 95%% bands, steps-to-threshold, plot",
+    "eval-prm": "a step scorer (rules, PRM, both) on ProcessBench-format JSONL: first-error F1 table",
+    "seed-grid": "GRPO on 3 SFT seeds x 3 GRPO seeds, corrupted and clean warm start: table",
+    "plan": "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)",
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
 EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="mathrl", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="stage", required=True)
-    for name, (_, help_text) in STAGES.items():
+    for name, help_text in STAGES.items():
         p = sub.add_parser(name, help=help_text)
         if name == "eval-prm":  # before the overrides, so the file comes first: eval-prm PATH [key=value ...]
             p.add_argument("path", help="ProcessBench-format JSONL: dataset, question, steps, first_error_step")
@@ -97,20 +96,15 @@ def _main(argv: list[str] | None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if rest:
         args.overrides = [*getattr(args, "overrides", []), *rest]
-    from pipeline.config import ConfigError, RunConfig, describe, load_run_config
+    from pipeline.config import ConfigError, load_run_config
     from pipeline.data.problems import DataError
 
     if args.stage == "config":
-        print("\n".join(describe(RunConfig)))
-        return 0
+        from pipeline.stages import config
+        return config.main()
     if args.stage == "push":
-        from pipeline.push import PushError, push_run
-        try:
-            print(push_run(args.run_dir, args.repo, private=args.private))
-        except PushError as e:
-            print(f"mathrl push: {e}", file=sys.stderr)
-            return 1
-        return 0
+        from pipeline.stages import push
+        return push.main(args.run_dir, args.repo, private=args.private)
     try:
         extra = [f"eval.limit={args.limit}"] if getattr(args, "limit", None) is not None else []
         cfg = load_run_config(args.config, [*args.overrides, *extra])
@@ -120,8 +114,7 @@ def _main(argv: list[str] | None) -> int:
     from pipeline import determinism
 
     determinism.pin_cpu_kernels(cfg.cpu_isa)  # read when torch loads: before the stage imports it
-    module, _, function = STAGES[args.stage][0].partition(":")
-    stage = getattr(importlib.import_module(module), function or "main")
+    stage = stage_main(args.stage)
     kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS, *GRID_ARGS) if hasattr(args, k)}
     if args.stage in WRITES_CARD:
         kwargs["command"] = command_line(sys.argv[1:] if argv is None else argv)
@@ -139,6 +132,35 @@ def _main(argv: list[str] | None) -> int:
         print(f"mathrl {args.stage}: {e} (set MATHRL_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(result or 0)
+
+
+def stage_main(name: str):
+    """The ``main`` of stage ``name``, imported now (plain imports: readers and tools can follow them)."""
+    if name == "data":
+        from pipeline.stages.data import main
+    elif name == "build-tiny":
+        from pipeline.stages.build_tiny import main
+    elif name == "sft":
+        from pipeline.stages.sft import main
+    elif name == "train":
+        from pipeline.stages.train import main
+    elif name == "eval":
+        from pipeline.stages.eval import main
+    elif name == "run":
+        from pipeline.stages.run import main
+    elif name == "vllm-serve":
+        from pipeline.stages.vllm_serve import main
+    elif name == "experiment":
+        from pipeline.stages.experiment import main
+    elif name == "eval-prm":
+        from pipeline.stages.eval_prm import main
+    elif name == "seed-grid":
+        from pipeline.stages.seed_grid import main
+    elif name == "plan":
+        from pipeline.stages.plan import main
+    else:
+        raise KeyError(f"no stage {name!r}")
+    return main
 
 
 def positive_int(text: str) -> int:

@@ -136,22 +136,5 @@ def tiny_corpus(cfg: RunConfig) -> list[str]:
     return [f"user\n{r['question']}" for r in records] + [f"assistant\n{r['solution']}" for r in records]
 
 
-def main(cfg: RunConfig) -> int:
-    """`mathrl build-tiny`: build into cfg.model.tiny_dir unless the same build is already there."""
-    out = Path(cfg.model.tiny_dir)
-    info_path = out / BUILD_INFO
-    corpus = tiny_corpus(cfg)
-    if info_path.is_file():
-        info = json.loads(info_path.read_text())
-        wanted = {"fields": tiny_fields(cfg.model), "seed": cfg.seed, "corpus_sha": corpus_sha(corpus)}
-        if all(info.get(k) == v for k, v in wanted.items()):
-            print(f"build-tiny: {out} already built with this config ({info['params']:,} params); skipping")
-            return 0
-    build_tiny(cfg.model, str(out), corpus, seed=cfg.seed)
-    info = json.loads(info_path.read_text())
-    print(f"build-tiny: wrote {out} ({info['params']:,} params, vocab {cfg.model.tiny_vocab_size})")
-    return 0
-
-
-__all__ = ["apply_lora", "build_tiny", "load_policy", "main", "resolve_device", "tiny_config",
+__all__ = ["apply_lora", "build_tiny", "load_policy", "resolve_device", "tiny_config",
            "train_tokenizer"]

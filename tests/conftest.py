@@ -13,7 +13,7 @@ TINY = ["model.tiny_hidden_size=64", "model.tiny_layers=2", "model.tiny_heads=2"
 @pytest.fixture(scope="session")
 def tiny_setup(tmp_path_factory):
     """(overrides, root): prepared gsm-synth data and an untrained tiny model under ``root``."""
-    from pipeline import models
+    from pipeline.stages import build_tiny
     from pipeline.data.prepare import prepare
 
     root = tmp_path_factory.mktemp("tiny")
@@ -22,6 +22,6 @@ def tiny_setup(tmp_path_factory):
                  f"output_dir={root}/runs", "device=cpu", *TINY]  # CPU and gloo, also on a GPU box
     cfg = load_run_config(None, overrides)
     prepare(cfg.data)
-    models.main(cfg)
+    build_tiny.main(cfg)
     return overrides, root
 

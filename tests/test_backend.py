@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from pipeline.stages import train as train_stage
 from pipeline import device as device_mod
 from pipeline.config import load_run_config
 from pipeline.device import DeviceError, resolve_device
@@ -96,7 +97,7 @@ def test_cpu_only_torch_build_is_named(gpus, monkeypatch, capsys):
 def test_device_cuda_without_gpu_stops_the_trainer_in_one_line(gpus, tiny_setup, capsys):
     gpus(0)
     cfg = load_run_config(None, [*tiny_setup[0], "device=cuda", "name=no-gpu"])
-    assert trainer.main(cfg) == 1
+    assert train_stage.main(cfg) == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].startswith("mathrl train: device=cuda but torch") and "device=cpu" in out[-1]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import cli, run_all
+from pipeline import cli
+from pipeline.stages import run as run_stage
 from pipeline.card import front_matter, run_evals
 from pipeline.config import load_run_config
 from pipeline.config.checks import DATASETS
@@ -27,7 +28,7 @@ def run_dir(tiny_setup):
                                  "train.eval_every=2", "train.eval_limit=3", "train.report_to=[]", "eval.limit=4",
                                  "eval.max_new_tokens=8", "eval.n_samples=2", "eval.temperature=1.0",
                                  "eval.ks=[1, 2]"])
-    assert run_all.main(cfg, command=COMMAND) == 0
+    assert run_stage.main(cfg, command=COMMAND) == 0
     return root / "runs" / "carded"
 
 

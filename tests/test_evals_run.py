@@ -10,7 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from evals.loading import load_for_eval, resolve_model_path  # noqa: E402
-from evals.run import default_output_dir, evaluate, main  # noqa: E402
+from evals.evaluate import evaluate  # noqa: E402
+from pipeline.stages.eval import default_output_dir, main  # noqa: E402
 from pipeline.config import ConfigError, DataConfig, load_run_config  # noqa: E402
 from pipeline.data.prepare import prepare  # noqa: E402
 from pipeline.data.problems import load_problems  # noqa: E402
@@ -224,7 +225,7 @@ def test_math500_reference_solutions_all_grade_correct(prepared):
 def test_eval_engine_is_the_one_training_uses(tiny_model):
     """`rollout.engine` picks the eval's engine through the trainer's factory: vllm_server reaches
     for the server (and fails naming it when none runs) instead of quietly using HF generate."""
-    from evals.run import eval_engine
+    from evals.evaluate import eval_engine
     from pipeline.rollout.hf_engine import HFEngine
     from pipeline.rollout.vllm_client import ServerLost
     from tests.dist_runs import free_port

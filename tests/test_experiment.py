@@ -6,8 +6,8 @@ import math
 import pytest
 
 from pipeline.config import RunConfig
-from pipeline.experiment import plot, step_signal, summarise, write_table
-from pipeline.experiment_stats import band, first_reach, mean_ci, permutation_p, welch_ci
+from pipeline.stages.experiment import plot, step_signal, summarise, write_table
+from evals.stats import band, first_reach, mean_ci, permutation_p, welch_ci
 
 
 def test_statistics_by_hand():
@@ -66,7 +66,7 @@ def test_step_signal_sorts_completions_by_outcome_and_refuted_steps(tmp_path):
 
 def test_finished_runs_of_the_same_config_are_reused_and_others_are_not(tmp_path):
     from pipeline.config import save_config
-    from pipeline.experiment import finished_curve, run_config
+    from pipeline.stages.experiment import finished_curve, run_config
 
     cfg = RunConfig(output_dir=str(tmp_path))
     cfg.train.steps = 20

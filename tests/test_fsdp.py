@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from evals.run import periodic_eval
+from evals.evaluate import periodic_eval
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
 from pipeline.grpo.run_log import read_metrics

@@ -25,7 +25,7 @@ from pipeline.grpo.logprobs import token_logprobs
 from pipeline.plan import memory
 from pipeline.plan.memory import GIB, ModelShape, RunShape, estimate
 from pipeline.weights.broadcast import BUCKET_BYTES
-from pipeline.plan.report import main as plan_main
+from pipeline.stages.plan import main as plan_main
 from pipeline.plan.report import run_shape
 from pipeline.plan.shapes import load_config, shape_from_config
 

@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from pipeline import run_all
+from pipeline.stages import run as run_stage
 from pipeline.config import ConfigError, load_run_config
 
 
@@ -20,7 +20,7 @@ def test_run_prints_result_line_last_and_writes_report(tiny_setup, capsys):
                                  "eval.extra_splits=[train]", "threads=1"])
     threads = torch.get_num_threads()
     try:
-        assert run_all.main(cfg) == 0
+        assert run_stage.main(cfg) == 0
     finally:
         torch.set_num_threads(threads)  # the config's threads=1 must not leak into later tests
     lines = capsys.readouterr().out.strip().splitlines()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline import seed_grid
+from pipeline.stages import seed_grid
 from pipeline.config import ConfigError, load_run_config
 
 
@@ -68,13 +68,11 @@ def test_the_command_passes_the_chosen_seeds(monkeypatch, capsys):
 
     got = {}
 
-    class Stage:
-        @staticmethod
-        def main(cfg, **kwargs):
-            got.update(kwargs)
-            return 0
+    def stage(cfg, **kwargs):
+        got.update(kwargs)
+        return 0
 
-    monkeypatch.setattr(cli.importlib, "import_module", lambda name: Stage)
+    monkeypatch.setattr(cli, "stage_main", lambda name: stage)
     assert cli.main(["seed-grid", "--sft-seeds", "0,2", "--grpo-seeds", "1", "--warm-starts", "clean",
                      "--workers", "2", "--table-only"]) == 0
     assert got == {"sft_seeds": (0, 2), "grpo_seeds": (1,), "starts": ("clean",), "workers": 2, "table_only": True}

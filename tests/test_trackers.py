@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.stages import train as train_stage
 from pipeline.config import ConfigError, load_run_config
 from pipeline.config.checks import TRACKERS as CONFIG_TRACKERS
 from pipeline.grpo import trackers
@@ -196,7 +197,7 @@ def test_missing_tracker_stops_before_loading_with_one_line(tmp_path, monkeypatc
     monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: None if name == "wandb" else real(name))
     cfg = load_run_config(None, [f"output_dir={tmp_path}", f"model.name_or_path={tmp_path}/no-model",
                                  "train.report_to=[tensorboard,wandb]"])
-    assert trainer.main(cfg) == 1
+    assert train_stage.main(cfg) == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert out == ["mathrl train: train.report_to names wandb, which is not installed: pip install wandb "
                    "(or remove it from train.report_to)"]

@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from pipeline.stages import train as train_stage
 from pipeline import faults
 from pipeline.config import load_run_config
 from pipeline.grpo import trainer
@@ -100,7 +101,7 @@ def test_non_finite_loss_stops_with_message(tiny_setup, monkeypatch):
 
     monkeypatch.setattr(trainer, "policy_loss", nan_loss)
     cfg = run_cfg(tiny_setup, "nan", "train.steps=1")
-    assert trainer.main(cfg) == 1
+    assert train_stage.main(cfg) == 1
     assert not (trainer.Path(cfg.output_dir) / "nan" / "final").exists()
 
 
@@ -167,7 +168,7 @@ def test_entropy_matches_a_direct_computation(tiny_setup):
 
 
 def test_eval_on_start_logs_step_zero_and_names_the_policy(tiny_setup):
-    from evals.run import periodic_eval
+    from evals.evaluate import periodic_eval
 
     cfg = run_cfg(tiny_setup, "eval-start", "train.steps=2", "train.eval_every=2", "train.eval_on_start=true",
                   "train.eval_limit=4", "eval.n_samples=2", "eval.temperature=1.0", "eval.ks=[1, 2]",

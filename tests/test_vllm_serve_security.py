@@ -16,7 +16,7 @@ import time
 import pytest
 import torch
 
-from pipeline.rollout import vllm_server
+from pipeline.stages import vllm_serve
 from pipeline.rollout.server_auth import TOKEN_ENV
 from pipeline.rollout.server_limits import ServerLimits
 from pipeline.rollout.vllm_client import ServerError, VLLMServerEngine
@@ -187,11 +187,11 @@ def test_a_trainer_without_the_token_is_told_how_to_pass_it(monkeypatch):
 
 def test_a_server_started_without_the_loopback_opt_out_asks_for_a_token(monkeypatch, capsys):
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    assert vllm_server.main(serve_config()) == 2  # before any engine is loaded
+    assert vllm_serve.main(serve_config()) == 2  # before any engine is loaded
     err = capsys.readouterr().err
     assert f"no token: set {TOKEN_ENV}" in err and "rollout.server_allow_no_token=true" in err
     monkeypatch.setenv(TOKEN_ENV, "short")
-    assert vllm_server.main(serve_config()) == 2
+    assert vllm_serve.main(serve_config()) == 2
     assert "at least 16" in capsys.readouterr().err
 
 

@@ -326,6 +326,8 @@ class SFTConfig:
 class EvalConfig:
     """Evaluation (`mathrl eval`)."""
 
+    model: str = ""
+    """What `mathrl eval` evaluates: a hub id, model dir, LoRA adapter dir, run dir or checkpoint; empty = the run's trained model `<output_dir>/<name>/final` if it exists, else model.name_or_path."""
     dataset: str = "gsm-synth"
     """gsm8k, math, math500, gsm-synth, or a JSONL path in the prepared schema."""
     split: str = "test"

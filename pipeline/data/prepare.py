@@ -265,12 +265,3 @@ def prepare_for(cfg: RunConfig, stage: str) -> dict[str, dict[str, int]]:
     with open(lock_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         return prepare(dataclasses.replace(cfg.data, datasets=names))
-
-
-def main(cfg: RunConfig) -> int:
-    try:
-        prepare(cfg.data)
-    except DataError as e:
-        print(f"mathrl data: {e}")
-        return 1
-    return 0

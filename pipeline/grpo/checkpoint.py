@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline import layout
+
 STATE_FILE = "trainer_state.pt"
-CHECKPOINTS_DIR = "checkpoints"  # <run>/checkpoints/step_N
 
 
 def rng_state() -> dict:
@@ -37,9 +38,8 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
     """Write ``checkpoints/step_<step>`` atomically and prune all but the newest ``keep``.
     ``model_state`` / ``ref_state``: full state dicts gathered from FSDP-sharded models (fsdp.py),
     written instead of the models' own sharded ones; None: the model's ``state_dict()``."""
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    final = root / f"step_{step}"
-    tmp = root / f".tmp_step_{step}"
+    final = layout.checkpoint_dir(run_dir, step)
+    tmp = final.with_name(f".tmp_{final.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, state_dict=model_state)
@@ -56,14 +56,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """Complete checkpoints, oldest first."""
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    found = [p for p in root.glob("step_*") if (p / STATE_FILE).is_file()] if root.is_dir() else []
-    return sorted(found, key=lambda p: int(p.name.split("_")[1]))
-
-
-def run_of(ckpt: Path | None) -> Path | None:
-    """The run directory a checkpoint was saved in, if it lies in one's checkpoints/."""
-    return ckpt.parent.parent if ckpt is not None and ckpt.parent.name == CHECKPOINTS_DIR else None
+    return [p for p in layout.step_dirs(run_dir) if (p / STATE_FILE).is_file()]
 
 
 def find_resume(run_dir: Path, resume: str) -> Path | None:

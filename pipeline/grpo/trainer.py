@@ -31,7 +31,7 @@ tensor. The loss statistics stay on the device as tensors and are read back once
 the end of ``optimise``; ``step_metrics`` works on host values only (rewards, lengths, those reads).
 
 The periodic eval (`train.eval_every`) is a function the caller passes in (the `mathrl train` and
-`mathrl run` stages pass `evals.run.periodic_eval(cfg)`), so this package never imports evals.
+`mathrl run` stages pass `evals.evaluate.periodic_eval(cfg)`), so this package never imports evals.
 """
 
 from __future__ import annotations
@@ -43,20 +43,19 @@ import torch
 from tqdm.auto import tqdm
 
 import rewards
-from pipeline import determinism, faults
+from pipeline import determinism, faults, layout
 from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
-from pipeline.device import DeviceError, resolve_device
+from pipeline.device import resolve_device
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
-from pipeline.grpo.checkpoint import (find_resume, list_checkpoints, load_trainer_state, run_of, save_checkpoint,
-                                      set_rng_state)
+from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
-from pipeline.grpo.trackers import TrackerError, open_trackers, resolve
+from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
 from pipeline.rollout.factory import build_engine
@@ -70,28 +69,18 @@ class TrainingError(RuntimeError):
     """A condition that stops the run (non-finite loss, bad setup); the message says what to do."""
 
 
-def main(cfg: RunConfig, evaluate: EvalFn | None = None) -> int:
-    try:
-        run_dir = train(cfg, evaluate)
-    except (TrainingError, TrackerError, distributed.PeerLost, DeviceError) as e:
-        print(f"mathrl train: {e}")
-        return 1
-    distributed.print0(f"run directory: {run_dir}")
-    return 0
-
-
 def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     """Run GRPO as ``cfg`` says; returns the run directory. ``evaluate``: the periodic eval, needed
     when ``train.eval_every`` > 0."""
     if cfg.train.eval_every and evaluate is None:
         raise TrainingError("train.eval_every is set but no eval function was given: run GRPO through "
-                            "`mathrl train` / `mathrl run`, or pass evaluate=evals.run.periodic_eval(cfg)")
+                            "`mathrl train` / `mathrl run`, or pass evaluate=evals.evaluate.periodic_eval(cfg)")
     report_to = resolve(cfg.train.report_to)  # a tracker that is not installed stops every rank here
     determinism.apply(cfg, "train")  # threads, deterministic algorithms (printed)
     # no-op outside torchrun; rank 0 alone writes files; gloo or NCCL after the run's device
     distributed.init(cfg.train.dist_timeout_s, resolve_device(cfg.device))
     main_rank = distributed.is_main()
-    run_dir = Path(cfg.output_dir) / cfg.name
+    run_dir = layout.run_dir(cfg)
     ckpt = find_resume(run_dir, cfg.train.resume)
     saved = load_trainer_state(ckpt) if ckpt is not None else None
     log = NullLog()
@@ -100,7 +89,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         resume_step = saved["step"] if saved is not None else None
         log = RunLog(run_dir, resume_step, open_trackers(report_to, run_dir, to_dict(cfg), cfg.train.tracker_project,
                                                           cfg.name, resume_step or 0),
-                     history_from=run_of(ckpt))
+                     history_from=layout.run_of(ckpt))
     try:
         state, start = _build_state(cfg, ckpt, saved)
     except BaseException:
@@ -112,7 +101,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     bar = tqdm(range(start + 1, cfg.train.steps + 1), initial=start, total=cfg.train.steps, desc="grpo",
                disable=not main_rank)
     if cfg.train.eval_every and cfg.train.eval_on_start and start == 0 and _evaluates_here(state, main_rank):
-        log.log(0, _periodic_eval(cfg, state, evaluate, run_dir / "eval" / "step_0" if main_rank else None, 0))
+        log.log(0, _periodic_eval(cfg, state, evaluate, layout.eval_dir(run_dir, "step_0") if main_rank else None, 0))
     for step in bar:
         timer: dict[str, float] = {}
         batch = make_batch(cfg, state, timer)
@@ -125,7 +114,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         metrics = step_metrics(cfg, view, update, timer)
         if cfg.train.eval_every and _evaluates_here(state, main_rank) and (
                 step % cfg.train.eval_every == 0 or step == cfg.train.steps):
-            out_dir = run_dir / "eval" / f"step_{step}" if main_rank else None
+            out_dir = layout.eval_dir(run_dir, f"step_{step}") if main_rank else None
             metrics.update(_periodic_eval(cfg, state, evaluate, out_dir, step))
         log.log(step, metrics)
         log.samples(step, [e.record() for e in view.episodes[:cfg.train.log_samples]])
@@ -138,8 +127,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     log.close()
     final_state = fsdp.full_model_state(state.policy)  # every rank gathers under FSDP; None otherwise
     if main_rank:
-        state.policy.save_pretrained(run_dir / "final", state_dict=final_state)
-        state.tokenizer.save_pretrained(run_dir / "final")
+        state.policy.save_pretrained(layout.final_dir(run_dir), state_dict=final_state)
+        state.tokenizer.save_pretrained(layout.final_dir(run_dir))
         plot_curves(run_dir)
     state.engine.close()
     distributed.barrier("final barrier")  # the job ends once final/ is written

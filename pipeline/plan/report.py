@@ -1,13 +1,9 @@
-"""`mathrl plan --config X --gpu-mem 80 [--ranks N] [--prompt-tokens P]`: the memory table of a run.
-
-Reads the run config and the model's config (``shapes.py``), asks ``memory.estimate`` and prints
-every component in GiB (2^30 bytes), the peak of each phase of a step and whether the peak fits
-the GPU. Exit code 0 when it fits, 1 when it does not, 2 for bad input (an unknown model, say). Nothing is loaded onto any device.
+"""The memory table of a run (`mathrl plan`, ``pipeline/stages/plan.py``): the settings the estimate
+reads (``run_shape``) and the lines it prints (``render``): every component in GiB (2^30 bytes),
+the peak of each phase of a step and whether the peak fits the GPU.
 """
 
 from __future__ import annotations
-
-import sys
 
 from pipeline.config import RunConfig
 from pipeline.plan.memory import GIB, Plan, RunShape, estimate, vllm_startup_free
@@ -68,19 +64,3 @@ def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> lis
     if plan.vllm and plan.vllm["kv_cache"] <= 0:
         lines.append("vLLM: gpu_memory_utilization x GPU does not even hold the weights; raise it")
     return lines
-
-
-def main(cfg: RunConfig, gpu_mem: float = 80.0, ranks: int = 1, prompt_tokens: int = 512) -> int:
-    if gpu_mem <= 0 or ranks < 1 or prompt_tokens < 0:
-        print("mathrl plan: --gpu-mem must be > 0, --ranks >= 1, --prompt-tokens >= 0", file=sys.stderr)
-        return 2
-    try:
-        model_cfg, source = load_config(cfg.model.name_or_path)
-        shape = shape_from_config(model_cfg)
-        run = run_shape(cfg, ranks, prompt_tokens)
-        plan = estimate(shape, run, gpu_mem * GIB)
-    except ValueError as e:
-        print(f"mathrl plan: {e}", file=sys.stderr)
-        return 2
-    print("\n".join(render(plan, cfg, run, source, shape)))
-    return 0 if plan.fits else 1

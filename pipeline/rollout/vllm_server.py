@@ -41,9 +41,7 @@ not vLLM's workers); prompts are strings tokenised as VLLMEngine does.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,7 +51,6 @@ import torch.distributed as dist
 
 from pipeline.config import RunConfig
 from pipeline.device import device_identity
-from pipeline.rollout.server_auth import HOW, TokenError, server_token
 from pipeline.rollout.server_batch import Batcher
 from pipeline.rollout.server_http import Route, build_app, make_server
 from pipeline.rollout.server_limits import RequestError, ServerLimits, parse_generate, parse_update, require_int
@@ -61,7 +58,7 @@ from pipeline.weights.broadcast import BroadcastError, StateView, WeightGroup, w
 from pipeline.weights.export import expected_weights
 from pipeline.weights.group_store import serve_store_op
 
-__all__ = ["main", "WeightServer", "build_server"]
+__all__ = ["WeightServer", "build_server", "listen", "log"]
 
 MAX_FORMING = 2  # weight groups waiting for their trainer at once
 
@@ -273,44 +270,3 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def main(cfg: RunConfig) -> int:
-    from pipeline.config.checks import is_loopback
-    from pipeline.rollout.factory import colocated_vllm
-
-    r = cfg.rollout
-    try:
-        token = server_token(r)
-    except TokenError as e:
-        print(f"mathrl vllm-serve: {e}", file=sys.stderr)
-        return 2
-    if token is None and not r.server_allow_no_token:
-        print(f"mathrl vllm-serve: no token: {HOW}; or, for a loopback-only server that every local user may "
-              "drive, rollout.server_allow_no_token=true", file=sys.stderr)
-        return 2
-    # NCCL weight group: on a timed-out or broken broadcast abort the communicator but keep this
-    # process serving (torch's default, 3, ends the process). Read when the group is created.
-    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
-    try:
-        sock = listen(r.server_host, r.server_port)
-    except OSError as e:
-        print(f"mathrl vllm-serve: cannot listen on {r.server_host}:{r.server_port} ({e}); "
-              "pick another rollout.server_port", file=sys.stderr)
-        return 1
-    if token is None:
-        log("running WITHOUT a token (rollout.server_allow_no_token): every local user can drive this server")
-    elif not is_loopback(r.server_host):
-        log("listening beyond loopback: the token travels in clear text; keep the network private (docs/vllm_serve.md)")
-    log(f"loading {cfg.model.name_or_path} ({cfg.model.dtype}) into vLLM")
-    engine = colocated_vllm(cfg, cfg.model.name_or_path, sleep_mode=False)
-    server, httpd = build_server(cfg, engine, token)
-    log(f"serving {cfg.model.name_or_path} at http://{r.server_host}:{r.server_port} (pid {os.getpid()})")
-    try:
-        httpd.run(sockets=[sock])
-    finally:
-        sock.close()
-        server.close()
-        engine.close()
-    log("stopped")
-    return 0

@@ -9,8 +9,10 @@ links and the resolved config. This creates the repository if needed and uploads
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from pipeline import layout
 from pipeline.card import CARD
 
 
@@ -22,7 +24,7 @@ def push_run(run_dir: str | Path, repo_id: str, *, private: bool = False) -> str
     """Upload ``run_dir/final`` to the model repository ``repo_id``; returns the commit URL."""
     from huggingface_hub import create_repo, upload_folder
 
-    final = Path(run_dir) / "final"
+    final = layout.final_dir(Path(run_dir))
     if not final.is_dir():
         raise PushError(f"no {final}: push a run directory whose training finished")
     if not (final / CARD).is_file():
@@ -35,3 +37,12 @@ def push_run(run_dir: str | Path, repo_id: str, *, private: bool = False) -> str
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PushError(f"upload of {final} to {repo_id} failed: {first}") from e
     return str(getattr(info, "commit_url", info))
+
+
+def main(run_dir: str, repo: str, private: bool = False) -> int:
+    try:
+        print(push_run(run_dir, repo, private=private))
+    except PushError as e:
+        print(f"mathrl push: {e}", file=sys.stderr)
+        return 1
+    return 0

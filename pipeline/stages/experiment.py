@@ -23,8 +23,9 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from pipeline import layout
 from pipeline.config import RunConfig
-from pipeline.experiment_stats import band, first_reach, mean_ci, permutation_p, welch_ci
+from evals.stats import band, first_reach, mean_ci, permutation_p, welch_ci
 
 MODES = ("outcome", "process")
 COLORS = {"outcome": "tab:blue", "process": "tab:orange"}
@@ -44,7 +45,7 @@ def run_config(cfg: RunConfig, mode: str, seed: int) -> RunConfig:
 
 def run_one(run_cfg: RunConfig) -> list[tuple[int, float]]:
     """Train one (mode, seed) run; return its (step, eval accuracy) points."""
-    from evals.run import periodic_eval
+    from evals.evaluate import periodic_eval
     from pipeline.grpo import trainer
     from pipeline.grpo.run_log import read_metrics
 
@@ -62,7 +63,7 @@ def finished_curve(run_cfg: RunConfig) -> list[tuple[int, float]] | None:
     from pipeline.config import to_dict
     from pipeline.grpo.run_log import read_metrics
 
-    run_dir = Path(run_cfg.output_dir) / run_cfg.name
+    run_dir = layout.run_dir(run_cfg)
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return None
@@ -200,15 +201,15 @@ def _last_eval(run_dir: Path) -> Path | None:
 
 
 def main(cfg: RunConfig) -> int:
-    from pipeline import models, sft
-    from pipeline.run_all import evaluate_model
+    from evals.evaluate import evaluate_model
+    from pipeline.stages import build_tiny, sft
 
     seeds = list(cfg.experiment.seeds)
     out = Path(cfg.output_dir) / f"{cfg.name}-experiment"
     # Seed by seed, both modes, so runs cut short leave paired arms; all configs built (checked) before SFT.
     jobs = {(mode, seed): run_config(cfg, mode, seed) for seed in seeds for mode in MODES}
     if "build-tiny" in cfg.stages:
-        models.main(cfg)
+        build_tiny.main(cfg)
     if "sft" in cfg.stages:
         sft.main(cfg)
     eval_cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, dataset=cfg.train.task,
@@ -228,7 +229,7 @@ def main(cfg: RunConfig) -> int:
     files = {"SFT start": [out / "eval_start" / "results.jsonl"]}
     for mode in MODES:
         files[f"{mode}, final (all seeds)"] = [p for seed in seeds if (p := _last_eval(
-            Path(cfg.output_dir) / jobs[(mode, seed)].name)) is not None]
+            layout.run_dir(jobs[(mode, seed)]))) is not None]
     summary["step_signal"] = signal = {k: step_signal(v) for k, v in files.items() if v and all(p.is_file() for p in v)}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     plot(summary, out / "accuracy_vs_step.png")

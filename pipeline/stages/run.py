@@ -1,4 +1,4 @@
-"""`mathrl run` / `make train`: every stage the config lists, then a short report; and `mathrl train`.
+"""`mathrl run` / `make train`: every stage the config lists, then a short report.
 
 For the CPU default (`configs/cpu_tiny.yaml`) that is: build the tiny model -> SFT warm start
 -> evaluate the SFT model ("before") -> GRPO -> evaluate the trained model ("after") -> write
@@ -12,50 +12,23 @@ evals after training update. The last line printed is machine-readable:
 ``before``/``after`` are the configured eval (for the CPU default: 4 samples at T = 1); the
 optional fields are the greedy eval and the ``eval.extra_splits`` (gsm-synth's ``test_longer``).
 
-Both commands hand the GRPO trainer its periodic eval (``evals.run.periodic_eval``): the stages
-sit above both ``pipeline.grpo`` and ``evals``, which do not import each other.
+The GRPO stage (``stages/train.py``) hands the trainer its periodic eval
+(``evals.evaluate.periodic_eval``): the stages sit above both ``pipeline.grpo`` and ``evals``,
+which do not import each other.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import time
 from pathlib import Path
 
+from pipeline import layout
 from pipeline.card import write_card
 from pipeline.config import RunConfig
 
 
-def train(cfg: RunConfig, command: str | None = None) -> int:
-    """`mathrl train`: GRPO alone, with the periodic eval (``train.eval_every``) wired in, then the
-    model card (``command``: the command line it names)."""
-    from evals.run import periodic_eval
-    from pipeline.grpo import trainer
-
-    code = trainer.main(cfg, evaluate=periodic_eval(cfg))
-    if code == 0 and os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 (the process group is closed)
-        print(f"model card: {write_card(Path(cfg.output_dir) / cfg.name, cfg, command)}")
-    return code
-
-
-def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path, split: str | None = None) -> dict:
-    """Eval of ``model_path`` with the eval section's settings (on ``split``, default ``eval.split``),
-    outputs in ``out_dir``."""
-    from evals.loading import load_for_eval
-    from evals.run import eval_engine, evaluate_with_config
-
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=model_path))
-    model, tok, path = load_for_eval(model_path, cfg.model.dtype, cfg.device)
-    engine = eval_engine(cfg, model, tok, path)
-    try:
-        return evaluate_with_config(model, tok, cfg, split=split, engine=engine, output_dir=out_dir, progress=True)
-    finally:
-        engine.close()
-
-
 def _title(cfg: RunConfig, split: str) -> str:
-    from evals.run import is_greedy
+    from evals.evaluate import is_greedy
 
     what = "greedy accuracy" if is_greedy(cfg) else \
         f"mean accuracy of {cfg.eval.n_samples} samples at temperature {cfg.eval.temperature:g}"
@@ -88,7 +61,7 @@ def eval_plan(cfg: RunConfig) -> dict[str, tuple[RunConfig, str]]:
     """key -> (eval config, split) of every before/after eval: the configured eval and, when it
     samples, a greedy one (key prefix ``greedy_``), on ``eval.split`` and on each of
     ``eval.extra_splits`` (key prefix ``<split>_``)."""
-    from evals.run import eval_settings
+    from evals.evaluate import eval_settings
 
     plan = {}
     for split in [cfg.eval.split, *cfg.eval.extra_splits]:
@@ -99,9 +72,11 @@ def eval_plan(cfg: RunConfig) -> dict[str, tuple[RunConfig, str]]:
 
 def eval_all(plan: dict[str, tuple[RunConfig, str]], model_path: str, run_dir: Path, when: str) -> dict[str, dict]:
     """Evaluate ``model_path`` under each planned eval into ``eval/<key><when>/``."""
+    from evals.evaluate import evaluate_model
+
     out = {}
     for key, (c, split) in plan.items():
-        out[key] = evaluate_model(c, model_path, run_dir / "eval" / f"{key}{when}", split=split)
+        out[key] = evaluate_model(c, model_path, layout.eval_dir(run_dir, f"{key}{when}"), split=split)
         print(f"{when} GRPO: {_title(c, split)} {out[key]['accuracy']:.3f} on {c.eval.dataset}")
     return out
 
@@ -118,25 +93,24 @@ def result_line(task: str, before: dict[str, dict], after: dict[str, dict], minu
 
 def main(cfg: RunConfig, command: str | None = None) -> int:
     from pipeline import determinism
+    from pipeline.stages import build_tiny, sft, train
 
     start = time.time()
     determinism.apply(cfg, "run")
-    run_dir = Path(cfg.output_dir) / cfg.name
+    run_dir = layout.run_dir(cfg)
     if "build-tiny" in cfg.stages:
-        from pipeline import models
-        models.main(cfg)
+        build_tiny.main(cfg)
     if "sft" in cfg.stages:
-        from pipeline import sft
         sft.main(cfg)
     plan = eval_plan(cfg)
     before = eval_all(plan, cfg.model.name_or_path, run_dir, "before") if "eval" in cfg.stages else {}
     after = {}
     if "train" in cfg.stages:
-        code = train(cfg, command)
+        code = train.main(cfg, command)
         if code:
             return code
         if "eval" in cfg.stages:
-            after = eval_all(plan, str(run_dir / "final"), run_dir, "after")
+            after = eval_all(plan, str(layout.final_dir(run_dir)), run_dir, "after")
             write_card(run_dir, cfg, command)  # now with the results of the trained model
     minutes = (time.time() - start) / 60
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -148,4 +122,4 @@ def main(cfg: RunConfig, command: str | None = None) -> int:
     return 0
 
 
-__all__ = ["eval_all", "eval_plan", "evaluate_model", "main", "result_line", "train", "write_report"]
+__all__ = ["eval_all", "eval_plan", "main", "result_line", "write_report"]

@@ -4,7 +4,7 @@ corrupted warm start that makes it look good?
 For each warm start (the config's SFT corruption, and a clean one with ``sft.corrupt_frac=0``), each
 SFT seed (a tiny model initialised and fine-tuned with that seed) and each GRPO seed (question order
 and sampling), this runs the config's GRPO and evaluates the SFT model ("before") and the trained
-policy ("after") with every eval of `mathrl run` (``run_all.eval_plan``: the configured sampled
+policy ("after") with every eval of `mathrl run` (``stages.run.eval_plan``: the configured sampled
 eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). It writes, in a
 directory named after the run with a ``-seeds`` suffix under the output directory, a JSON file of
 every cell and the summary, and a Markdown table (per warm start: mean before, mean and spread of
@@ -30,6 +30,7 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from pipeline import layout
 from pipeline.config import ConfigError, RunConfig, to_dict
 
 SFT_SEEDS = (0, 1, 2)
@@ -72,7 +73,7 @@ def _accuracies(results: dict[str, dict]) -> dict[str, float]:
 def sft_before(sft_cfg: RunConfig, where: Path) -> dict[str, float]:
     """The "before" accuracies of an SFT model, read back when the model (its SFT stamp) and the
     config are those of the saved ones."""
-    from pipeline.run_all import eval_all, eval_plan
+    from pipeline.stages.run import eval_all, eval_plan
 
     stamp = json.loads((Path(sft_cfg.sft.output) / "sft_report.json").read_text())["stamp"]
     key = {"sft_stamp": stamp, "config": to_dict(sft_cfg)}
@@ -85,7 +86,7 @@ def sft_before(sft_cfg: RunConfig, where: Path) -> dict[str, float]:
 
 
 def _cell_file(run_cfg: RunConfig) -> Path:
-    return Path(run_cfg.output_dir) / run_cfg.name / "cell.json"
+    return layout.run_dir(run_cfg) / "cell.json"
 
 
 def saved_cell(run_cfg: RunConfig, before: dict[str, float] | None = None) -> dict | None:
@@ -101,15 +102,16 @@ def saved_cell(run_cfg: RunConfig, before: dict[str, float] | None = None) -> di
 
 def run_cell(run_cfg: RunConfig, before: dict[str, float]) -> dict:
     """GRPO + the after evals of one cell, or its saved result when the config is the same."""
-    from pipeline.run_all import eval_all, eval_plan, train
+    from pipeline.stages.run import eval_all, eval_plan
+    from pipeline.stages.train import main as train
 
-    run_dir = Path(run_cfg.output_dir) / run_cfg.name
+    run_dir = layout.run_dir(run_cfg)
     if (cell := saved_cell(run_cfg, before)) is not None:
         print(f"seed-grid: {run_cfg.name} done before; read back")
         return cell
     if train(run_cfg):
         raise RuntimeError(f"seed-grid: GRPO run {run_cfg.name} failed (see its output above)")
-    after = _accuracies(eval_all(eval_plan(run_cfg), str(run_dir / "final"), run_dir, "after"))
+    after = _accuracies(eval_all(eval_plan(run_cfg), str(layout.final_dir(run_dir)), run_dir, "after"))
     cell = {"config": to_dict(run_cfg), "name": run_cfg.name, "grpo_seed": run_cfg.seed, "before": before, "after": after}
     _cell_file(run_cfg).write_text(json.dumps(cell, indent=1))
     return cell
@@ -133,9 +135,9 @@ def summarise(cells: list[dict]) -> dict:
 
 
 def metric_names(cfg: RunConfig) -> dict[str, str]:
-    """eval key of ``run_all.eval_plan`` -> readable name ("test_longer, greedy")."""
-    from evals.run import decoding
-    from pipeline.run_all import eval_plan
+    """eval key of ``stages.run.eval_plan`` -> readable name ("test_longer, greedy")."""
+    from evals.evaluate import decoding
+    from pipeline.stages.run import eval_plan
 
     return {key: f"{split}, {decoding(c)}" for key, (c, split) in eval_plan(cfg).items()}
 
@@ -187,7 +189,8 @@ def lanes(cfg: RunConfig, sft_seeds: tuple[int, ...], starts: tuple[str, ...]) -
 def run_lane(cfg: RunConfig, start: str, sft_seed: int, sft_cfg: RunConfig, grpo_seeds: tuple[int, ...],
              out: Path) -> list[dict]:
     """One lane: SFT (skipped when up to date), "before" evals, then a GRPO cell per seed."""
-    from pipeline import determinism, sft
+    from pipeline import determinism
+    from pipeline.stages import sft
 
     determinism.apply(cfg, f"seed-grid {start} sft{sft_seed}")
     sft.main(sft_cfg)
@@ -216,7 +219,8 @@ def _write_results(out: Path, cells: list[dict], summary: dict) -> None:
 
 def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tuple[int, ...] = GRPO_SEEDS,
          starts: tuple[str, ...] = STARTS, workers: int = 1, table_only: bool = False) -> int:
-    from pipeline import determinism, models
+    from pipeline import determinism
+    from pipeline.stages import build_tiny
 
     determinism.apply(cfg, "seed-grid")
     out = Path(cfg.output_dir) / f"{cfg.name}-seeds"
@@ -230,7 +234,7 @@ def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tup
     else:
         if "build-tiny" in cfg.stages:  # before the lanes: two warm starts of one seed share a tiny model
             for _, _, sft_cfg in todo:
-                models.main(sft_cfg)
+                build_tiny.main(sft_cfg)
         if workers <= 1:
             by_lane = [run_lane(cfg, *lane, grpo_seeds, out) for lane in todo]
         else:

@@ -1,16 +1,12 @@
-"""`mathrl eval` / `make eval`: evaluate a model on gsm8k, math, math500 or gsm-synth.
+"""Evaluate a model in memory on gsm8k, math, math500 or gsm-synth: the loop every eval runs.
 
-    mathrl eval --config configs/cpu_tiny.yaml eval.dataset=math500 eval.limit=50
-
-Reads top to bottom: load the model (hub id, local dir, LoRA adapter dir or run dir), load the
-problems, build prompts with the training template (zero- or few-shot), sample through the
-engine ``rollout.engine`` names (HF generate, a colocated vLLM or a `mathrl vllm-serve` server,
-built by the same factory as training's), grade with ``rewards.check``, and write results.jsonl,
-summary.json, report.md and accuracy.png to the eval dir.
-
-``evaluate(model, tokenizer, problems, ...)`` is the same loop for a model already in memory;
-``periodic_eval(cfg)`` wraps it as the callable the trainer runs every ``train.eval_every``
-steps on the live policy (the stages hand it to the trainer: grpo/ never imports evals).
+``evaluate(model, tokenizer, problems, ...)`` builds prompts with the training template (zero- or
+few-shot), samples through an engine (HF generate, a colocated vLLM or a `mathrl vllm-serve`
+server, built by the same factory as training's: ``eval_engine``), grades with ``rewards.check``
+and writes results.jsonl, summary.json, report.md and accuracy.png when given a folder.
+``evaluate_with_config`` takes every setting from a run config; ``periodic_eval(cfg)`` wraps it as
+the callable the trainer runs every ``train.eval_every`` steps on the live policy (the stages hand
+it to the trainer: grpo/ never imports evals). `mathrl eval` is ``pipeline/stages/eval.py``.
 
 Deviations from the papers' protocols:
 1. maj@k and pass@k use the first k of the n samples (pass@k with the unbiased estimator over
@@ -30,7 +26,7 @@ from evals.harness import generate_records, score_records, summarize
 from evals.report import write_outputs
 from pipeline.config import RunConfig
 from pipeline.data.problems import load_problems
-from pipeline.prompts import build_prompt, get_template
+from pipeline.prompts import build_prompt
 from pipeline.rollout.base import SamplingParams
 from pipeline.rollout.factory import build_engine
 
@@ -140,23 +136,6 @@ def periodic_eval(cfg: RunConfig):
     return run
 
 
-def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
-    """``eval.output_dir`` if set; else ``<run dir>/eval/<dataset>`` for a model inside a run dir
-    (``_step_N`` appended for a step checkpoint), ``<model dir>/eval/<dataset>`` for another
-    local model, and ``<output_dir>/<name>/eval/<dataset>`` for a hub id."""
-    if cfg.eval.output_dir:
-        return Path(cfg.eval.output_dir)
-    tag = Path(cfg.eval.dataset).stem if cfg.eval.dataset.endswith(".jsonl") else cfg.eval.dataset
-    path = Path(model_path)
-    if not path.is_dir():
-        return Path(cfg.output_dir) / cfg.name / "eval" / tag
-    if path.name == "final" or path.parent.name == "checkpoints":
-        run_dir = path.parent if path.name == "final" else path.parent.parent
-        suffix = "" if path.name == "final" else f"_{path.name}"
-        return run_dir / "eval" / f"{tag}{suffix}"
-    return path / "eval" / tag
-
-
 def eval_engine(cfg: RunConfig, model, tokenizer, model_path: str):
     """The rollout engine ``rollout.engine`` names (``pipeline.rollout.factory``) for ``model``,
     loaded from ``model_path``. vLLM loads full models only: for a LoRA adapter it starts on the
@@ -167,24 +146,15 @@ def eval_engine(cfg: RunConfig, model, tokenizer, model_path: str):
     return build_engine(cfg, model, tokenizer, load_path=base or model_path, holds_weights=base is None)
 
 
-def main(cfg: RunConfig) -> int:
+def evaluate_model(cfg: RunConfig, model_path: str, out_dir: Path, split: str | None = None) -> dict:
+    """Load ``model_path`` (any source ``evals.loading`` reads), evaluate it with the eval section's
+    settings on ``split`` (default ``eval.split``) into ``out_dir``, and close its engine."""
     from evals.loading import load_for_eval
-    from pipeline import determinism
 
-    determinism.apply(cfg, "eval")
-    model, tokenizer, path = load_for_eval(cfg.model.name_or_path, cfg.model.dtype, cfg.device)
-    out = default_output_dir(cfg, path)
-    style = get_template(cfg.prompt.template).style
-    if cfg.eval.dataset in ("math", "math500") and style != "math":
-        print(f"eval: note: prompt.template={cfg.prompt.template} asks for '#### answer' on {cfg.eval.dataset}; "
-              "MATH evals usually use prompt.template=math (\\boxed{} answers)")
-    engine = eval_engine(cfg, model, tokenizer, path)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=model_path))
+    model, tok, path = load_for_eval(model_path, cfg.model.dtype, cfg.device)
+    engine = eval_engine(cfg, model, tok, path)
     try:
-        summary = evaluate_with_config(model, tokenizer, cfg, engine=engine, output_dir=out, progress=True)
+        return evaluate_with_config(model, tok, cfg, split=split, engine=engine, output_dir=out_dir, progress=True)
     finally:
         engine.close()
-    ks = "" if summary["greedy"] else "  " + "  ".join(
-        f"pass@{k}={v:.3f} maj@{k}={summary['maj@k'][k]:.3f}" for k, v in summary["pass@k"].items())
-    print(f"eval: {cfg.eval.dataset} ({summary['n_problems']} problems) accuracy={summary['accuracy']:.3f}"
-          f"{ks} no-answer={summary['extraction_failure_rate']:.3f}  -> {out}/report.md")
-    return 0
