@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from pipeline.config import ModelConfig, load_run_config
-from pipeline.models import apply_lora, build_tiny, load_policy, main, train_tokenizer
+from pipeline.models import apply_lora, build_tiny, load_policy, train_tokenizer
+from pipeline.stages.build_tiny import main
 from pipeline.data.synth import generate
 
 SMALL = dict(tiny_hidden_size=64, tiny_layers=2, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate_size=128,
