@@ -257,10 +257,6 @@ def main(cfg: RunConfig) -> int:
     from pipeline.models import load_policy
 
     s = cfg.sft
-    if Path(s.init).resolve() == Path(cfg.model.tiny_dir).resolve() and not Path(s.init).is_dir():
-        from pipeline import models  # `make sft` on a fresh clone: build the tiny base first
-
-        models.main(cfg)
     stamp = _stamp(cfg)
     report_path = Path(s.output) / "sft_report.json"
     if report_path.is_file() and json.loads(report_path.read_text()).get("stamp") == stamp:

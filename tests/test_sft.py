@@ -9,6 +9,7 @@ import re
 import pytest
 
 from pipeline import sft
+from pipeline.stages import sft as sft_stage
 from pipeline.config import DataConfig, load_run_config
 from pipeline.data.problems import load_problems
 from pipeline.models import load_policy
@@ -150,6 +151,6 @@ def test_main_builds_the_tiny_base_when_init_is_the_missing_tiny_dir(tiny_setup,
     fresh = tmp_path / "fresh-base"
     cfg = sft_cfg(tiny_setup, tmp_path, "sft.steps=2", "sft.eval_limit=0", f"model.tiny_dir={fresh}",
                   f"sft.init={fresh}")
-    sft.main(cfg)
+    sft_stage.main(cfg)
     assert (fresh / "tiny_build.json").is_file()
     assert load_policy(cfg.sft.output)[0].config.model_type == "qwen2"
