@@ -357,3 +357,15 @@ def test_a_variant_trains_through_the_real_loop(tiny_setup, variant):
     before = load_policy(cfg.model.name_or_path)[0].state_dict()
     after = load_policy(str(run_dir / "final"))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_two_grpo_recipe_is_a_pairwise_contrast():
+    # configs/two_grpo.yaml: G = 2, and the same completions per step as the CPU default
+    two, default = load_run_config("configs/two_grpo.yaml"), load_run_config("configs/cpu_tiny.yaml")
+    assert two.rollout.group_size == 2 and two.train.surrogate == "clip" and two.train.loss_type == "grpo"
+    assert two.rollout.group_size * two.train.questions_per_step == \
+        default.rollout.group_size * default.train.questions_per_step
+    # each non-flat pair gets +-(r1 - r2) / 2 / (|r1 - r2| / sqrt 2 + eps): +-1/sqrt(2) whatever the gap
+    adv = outcome_advantages(torch.tensor([1.0, 0.0, 0.3, 0.2, 0.5, 0.5]), 2)
+    s = 1 / math.sqrt(2)
+    assert adv.tolist() == pytest.approx([s, -s, s, -s, 0.0, 0.0], rel=2e-3)
