@@ -11,7 +11,8 @@ Rows are completions; consecutive runs of `group_size` rows answer the same ques
   `outcome_advantages` of the weighted reward; `per_reward` (GDPO, the seed chapter's
   "Group reward-Decoupled normalisation", Liu et al. 2026, arXiv:2601.05242) normalises each
   reward component in its group and then takes the weighted sum, so a format bonus no longer
-  shifts the advantages of a group whose correctness is all-equal; `rank` (GOPO) replaces the
+  shifts the advantages of a group whose correctness is all-equal (the paper and TRL then also
+  standardise the sum over the batch; not done here, docs/grpo_math.md); `rank` (GOPO) replaces the
   rewards by their rank in the group mapped linearly onto [-1, 1] (ties share their mean rank),
   which no monotone transform of the rewards changes.
 - `reward_with_kl`: the PPO-style alternative to a KL loss term, a detached KL penalty

@@ -31,7 +31,7 @@ rho the ratio above, sg() a detached factor, formulas and sources in docs/grpo_m
   cispo   sg(min(rho, cap)) A logp (MiniMax-M1 arXiv:2506.13585, ScaleRL arXiv:2510.13786): the
           weight is capped, never the gradient, so no token is dropped;
   vespo   sg(phi(W)) A logp with W = prod_t rho_t the sequence ratio and
-          phi(W) = W^k exp(lambda (1 - W)) (VESPO; k, lambda by the sign of A);
+          phi(W) = W^k exp(lambda (1 - W)) (VESPO, arXiv:2602.10693; k, lambda by the sign of A);
   dppo    rho A on tokens inside a trust region on the binary total variation |p - p_old| or the
           binary KL of the sampled token's probability (DPPO, arXiv:2602.04879): a token is
           dropped only when the update would move it further out (A > 0 and p up, A < 0 and p down).
