@@ -4,6 +4,7 @@ config reaches every entry."""
 
 from __future__ import annotations
 
+import inspect
 import typing
 from typing import get_args
 
@@ -57,6 +58,8 @@ def test_every_surrogate_has_its_config_parameters():
     for name in get_args(schema.Surrogate):
         cfg = load_run_config(None, [f"train.surrogate={name}"])
         params = objective.surrogate_params(cfg.train)
+        wanted = {p.name for p in inspect.signature(SURROGATES[name]).parameters.values() if p.kind == p.KEYWORD_ONLY}
+        assert set(params) == (wanted if name != "clip" else set()), name  # clip takes train.clip_low/high
         for key, value in params.items():  # each parameter comes from a train.<surrogate>_<key> field
             field = f"{name}_{key}"
             assert getattr(cfg.train, field) == value, field
