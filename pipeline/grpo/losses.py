@@ -1,4 +1,4 @@
-"""The GRPO policy loss: clipped surrogate, KL penalty, token/sequence aggregation (pure tensor math).
+"""The GRPO policy loss: a surrogate (clipped ratio or a variant), KL penalty, aggregation (pure math).
 
 Per token (notation of docs/grpo_math.md): ratio = exp(logp - old_logp),
 surrogate = min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A), and
