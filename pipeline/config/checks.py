@@ -182,7 +182,8 @@ def check_objective(cfg) -> None:
     if bad:
         raise ConfigError(f"train.{bad[0]} must be {'> 0' if bad[0] in positive else '>= 0'}, got {getattr(t, bad[0])}")
     if t.surrogate in ("vespo", "dppo") and t.importance_level != "token":
-        why = "its weight is already one per sequence" if t.surrogate == "vespo" else "its mask is on token probabilities"
+        why = ("its weight is already one per sequence" if t.surrogate == "vespo"
+               else "its mask is on token probabilities")
         raise ConfigError(f"train.surrogate={t.surrogate} needs train.importance_level=token: {why}")
     if t.surrogate == "vespo" and r.tis_cap > 0 and r.is_level != "token":
         raise ConfigError("train.surrogate=vespo folds token importance weights into its sequence weight; "
