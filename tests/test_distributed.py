@@ -152,6 +152,7 @@ def test_hung_rank_times_out_with_a_message(tiny_setup):
     ["train.loss_type=dr_grpo", "train.kl_in=reward", "train.num_iterations=2"],
     ["train.advantage=process", "train.loss_type=bnpo"],
     ["train.mini_batches=2", "train.loss_type=dapo"],  # 2 optimizer steps per batch, counts per mini-batch
+    ["train.adv_norm=per_reward", "train.adv_scale=batch", "train.surrogate=cispo"],  # components gathered
 ])
 def test_two_ranks_match_one_process_variants(tiny_setup, extra):
     name = "dp-var-" + "-".join(e.split("=")[1] for e in extra)

@@ -93,13 +93,13 @@ def test_continuing_another_runs_checkpoint_reads_as_one_run(tiny_setup):
 
 
 def test_non_finite_loss_stops_with_message(tiny_setup, monkeypatch):
-    real = trainer.policy_loss
+    real = trainer.objective.loss
 
     def nan_loss(*args, **kwargs):
         loss, stats = real(*args, **kwargs)
         return loss * float("nan"), stats
 
-    monkeypatch.setattr(trainer, "policy_loss", nan_loss)
+    monkeypatch.setattr(trainer.objective, "loss", nan_loss)
     cfg = run_cfg(tiny_setup, "nan", "train.steps=1")
     assert train_stage.main(cfg) == 1
     assert not (trainer.Path(cfg.output_dir) / "nan" / "final").exists()

@@ -169,6 +169,35 @@ def check_run(cfg) -> None:
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
+    check_objective(cfg)
+
+
+def check_objective(cfg) -> None:
+    """The GRPO objective's variants (docs/grpo_math.md): hyper-parameter ranges and the combinations
+    that would silently mean something else."""
+    t, r = cfg.train, cfg.rollout
+    positive = ("sapo_tau_pos", "sapo_tau_neg", "cispo_cap", "dppo_delta")
+    bad = [k for k in positive if not getattr(t, k) > 0] or [
+        k for k in ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg") if getattr(t, k) < 0]
+    if bad:
+        raise ConfigError(f"train.{bad[0]} must be {'> 0' if bad[0] in positive else '>= 0'}, got {getattr(t, bad[0])}")
+    if t.surrogate in ("vespo", "dppo") and t.importance_level != "token":
+        why = ("its weight is already one per sequence" if t.surrogate == "vespo"
+               else "its mask is on token probabilities")
+        raise ConfigError(f"train.surrogate={t.surrogate} needs train.importance_level=token: {why}")
+    if t.surrogate == "vespo" and r.tis_cap > 0 and r.is_level != "token":
+        raise ConfigError("train.surrogate=vespo folds token importance weights into its sequence weight; "
+                          "set rollout.is_level=token (as TRL requires)")
+    if r.tis_cap <= 0 and (r.is_correction != "tis" or r.is_level != "token"):
+        raise ConfigError(f"rollout.is_correction={r.is_correction} / rollout.is_level={r.is_level} do nothing "
+                          "without rollout.tis_cap > 0; set the cap or leave them at tis / token")
+    if t.adv_norm != "group":
+        if t.advantage != "outcome" or t.kl_in != "loss":
+            raise ConfigError(f"train.adv_norm={t.adv_norm} normalises outcome rewards: it needs "
+                              "train.advantage=outcome and train.kl_in=loss")
+        if t.adv_norm == "rank" and t.adv_scale != "group":
+            raise ConfigError(f"train.adv_norm=rank does not divide by a std; leave train.adv_scale=group "
+                              f"(got {t.adv_scale})")
 
 
 def world_size() -> int:

@@ -11,6 +11,17 @@ from typing import Literal
 
 from pipeline.config import checks
 
+# The objective's choices, each listed once; the registries that implement them (pipeline/grpo/losses.py,
+# advantages.py, rollout/tis.py) are keyed by these names and read them with typing.get_args.
+LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
+Surrogate = Literal["clip", "sapo", "cispo", "vespo", "dppo"]
+DppoDivergence = Literal["tv", "kl"]
+KLEstimator = Literal["k1", "k2", "k3"]
+ImportanceLevel = Literal["token", "sequence"]
+AdvScale = Literal["group", "batch", "none"]
+AdvNorm = Literal["group", "per_reward", "rank"]
+ISCorrection = Literal["tis", "mis"]
+
 
 @dataclass
 class DataConfig:
@@ -137,7 +148,11 @@ class RolloutConfig:
     vllm_sleep_mode: bool = False
     """vLLM (GPU): free the engine's memory during the policy update."""
     tis_cap: float = 0.0
-    """Truncated importance sampling cap C for vLLM/trainer logprob mismatch (0 = off)."""
+    """Importance sampling cap C for vLLM/trainer logprob mismatch (0 = off): weights past it are truncated to C (`tis`) or zeroed (`mis`), see rollout.is_correction."""
+    is_correction: ISCorrection = "tis"
+    """With rollout.tis_cap > 0: `tis` truncates the weight exp(trainer - engine logp) at the cap, `mis` (masked importance sampling) sets it to 0 past the cap (pipeline/rollout/tis.py)."""
+    is_level: ImportanceLevel = "token"
+    """With rollout.tis_cap > 0: one weight per token, or per completion (`sequence`: the product of its token ratios, given to all its tokens)."""
     server_host: str = "127.0.0.1"
     """vllm_server: host `mathrl vllm-serve` listens on and the trainer connects to."""
     server_port: int = 8000
@@ -234,13 +249,35 @@ class TrainConfig:
     """Gradient clipping norm (0 = off)."""
     advantage: Literal["outcome", "process"] = "outcome"
     """Outcome supervision (one advantage per completion) or process (per step, DeepSeekMath 4.1.3)."""
-    adv_scale: Literal["group", "batch", "none"] = "group"
-    """Divide by the group std (GRPO), batch std, or not at all (Dr. GRPO)."""
+    adv_scale: AdvScale = "group"
+    """Divide by the group std (GRPO), batch std (ScaleRL's CISPO recipe), or not at all (Dr. GRPO)."""
+    adv_norm: AdvNorm = "group"
+    """Outcome advantages from the weighted reward sum (`group`, GRPO), from each reward.weights component normalised in its group then summed with its weight (`per_reward`, GDPO), or from the rewards' ranks in the group mapped onto [-1, 1] (`rank`, GOPO; adv_scale must stay `group`)."""
     adv_eps: float = 1e-4
     """Added to the std before dividing."""
-    loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = "grpo"
+    loss_type: LossType = "grpo"
     """Loss aggregation over tokens and sequences."""
-    importance_level: Literal["token", "sequence"] = "token"
+    surrogate: Surrogate = "clip"
+    """Per-token objective: `clip` (PPO/GRPO clipped ratio), `sapo` (soft sigmoid gate), `cispo` (REINFORCE on the detached ratio capped at train.cispo_cap), `vespo` (sequence weight W^k exp(lambda (1 - W))), `dppo` (ratio with a trust-region mask on the sampled token's probability); formulas and sources in docs/grpo_math.md."""
+    sapo_tau_pos: float = 1.0
+    """sapo: gate temperature for A > 0 (larger = the gradient fades faster off-policy; TRL's default)."""
+    sapo_tau_neg: float = 1.05
+    """sapo: gate temperature for A <= 0 (SAPO makes it larger than sapo_tau_pos)."""
+    cispo_cap: float = 5.0
+    """cispo: cap on the detached ratio weighting each token (ScaleRL's epsilon_max)."""
+    vespo_k_pos: float = 2.0
+    """vespo, A >= 0: power k of W^k exp(lambda (1 - W)) (down-weights W < 1; TRL's default)."""
+    vespo_lambda_pos: float = 3.0
+    """vespo, A >= 0: decay lambda (down-weights W > 1)."""
+    vespo_k_neg: float = 3.0
+    """vespo, A < 0: power k."""
+    vespo_lambda_neg: float = 2.0
+    """vespo, A < 0: decay lambda."""
+    dppo_divergence: DppoDivergence = "tv"
+    """dppo: binary total variation |p - p_old| or binary KL of the sampled token's probability."""
+    dppo_delta: float = 0.15
+    """dppo: trust-region radius on that divergence (the DPPO authors' scripts: 0.15 for tv, 0.05 for kl)."""
+    importance_level: ImportanceLevel = "token"
     """Token-level ratios (GRPO) or one per sequence (GSPO)."""
     clip_low: float = 0.2
     """Lower clip range: ratio >= 1 - clip_low."""
@@ -248,7 +285,7 @@ class TrainConfig:
     """Upper clip range: ratio <= 1 + clip_high (DAPO's clip-higher uses 0.28)."""
     beta: float = 0.04
     """KL coefficient; 0 skips the reference model entirely."""
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    kl_estimator: KLEstimator = "k3"
     """KL estimator (k3 = Schulman's unbiased, always >= 0)."""
     kl_in: Literal["loss", "reward"] = "loss"
     """Put the KL penalty in the loss (GRPO) or, detached, in the reward (PPO style)."""

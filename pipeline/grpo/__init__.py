@@ -4,7 +4,7 @@
 and is imported from there explicitly so that the math stays cheap to import.
 """
 from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
-from pipeline.grpo.losses import KL_ESTIMATORS, LOSS_TYPES, kl_divergence, policy_loss
+from pipeline.grpo.losses import kl_divergence, policy_loss
 
 __all__ = [
     "outcome_advantages",
@@ -12,6 +12,4 @@ __all__ = [
     "reward_with_kl",
     "policy_loss",
     "kl_divergence",
-    "LOSS_TYPES",
-    "KL_ESTIMATORS",
 ]

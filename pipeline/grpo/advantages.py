@@ -7,6 +7,14 @@ Rows are completions; consecutive runs of `group_size` rows answer the same ques
 - `process_advantages`: DeepSeekMath sec. 4.1.3 process supervision; each step reward is
   normalised over all step rewards of the group, and token t gets the sum of the normalised
   rewards of the steps that end at or after t.
+- `normalised_advantages`: the outcome advantage by `norm` (ADV_NORMS): `group` is
+  `outcome_advantages` of the weighted reward; `per_reward` (GDPO, the seed chapter's
+  "Group reward-Decoupled normalisation", Liu et al. 2026, arXiv:2601.05242) normalises each
+  reward component in its group and then takes the weighted sum, so a format bonus no longer
+  shifts the advantages of a group whose correctness is all-equal (the paper and TRL then also
+  standardise the sum over the batch; not done here, docs/grpo_math.md); `rank` (GOPO) replaces the
+  rewards by their rank in the group mapped linearly onto [-1, 1] (ties share their mean rank),
+  which no monotone transform of the rewards changes.
 - `reward_with_kl`: the PPO-style alternative to a KL loss term, a detached KL penalty
   subtracted from the scalar reward before advantages are computed (`train.kl_in="reward"`).
 
@@ -26,9 +34,10 @@ import math
 
 import torch
 
-__all__ = ["outcome_advantages", "process_advantages", "reward_with_kl"]
+__all__ = ["outcome_advantages", "process_advantages", "reward_with_kl", "normalised_advantages", "ADV_NORMS",
+           "SCALES"]
 
-_SCALES = ("group", "batch", "none")
+SCALES = ("group", "batch", "none")  # train.adv_scale (tests/test_grpo_registries.py: the schema's names)
 
 
 def outcome_advantages(
@@ -40,8 +49,8 @@ def outcome_advantages(
     scale: "group" divides by the group's std + eps, "batch" by the whole batch's std + eps,
     "none" (Dr. GRPO) only subtracts the group mean. Returns [N] in the rewards' float dtype.
     """
-    if scale not in _SCALES:
-        raise ValueError(f"unknown scale {scale!r}; expected one of {_SCALES}")
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {SCALES}")
     rewards = _check_rewards(rewards, group_size)
     if group_size < 2:  # std undefined in every group
         return torch.zeros_like(rewards)
@@ -56,6 +65,60 @@ def outcome_advantages(
     else:
         adv = centred
     return torch.where(flat, torch.zeros_like(adv), adv).reshape(-1)  # [N]
+
+
+def per_reward_advantages(components: torch.Tensor, weights, group_size: int, scale: str = "group",
+                          eps: float = 1e-4) -> torch.Tensor:
+    """GDPO: sum_k w_k * outcome_advantages(components[:, k]); components [N, K], weights K floats.
+
+    With one component of weight 1 this is exactly `outcome_advantages` of it (GRPO). Returns [N].
+    """
+    if components.dim() != 2 or components.shape[1] != len(weights):
+        raise ValueError(f"components must be [N, {len(weights)}] (one column per weight), got "
+                         f"{tuple(components.shape)}")
+    columns = [w * outcome_advantages(components[:, k], group_size, scale, eps) for k, w in enumerate(weights)]
+    return torch.stack(columns).sum(dim=0) if columns else torch.zeros(components.shape[0])
+
+
+def rank_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """GOPO: A_i = 2 (rank_i - 1) / (G - 1) - 1 with rank_i in 1..G the rank of r_i in its group
+    (1 = worst; tied rewards share the mean of their ranks, so an all-equal group gets exactly 0).
+    Returns [N] in the rewards' float dtype."""
+    rewards = _check_rewards(rewards, group_size)
+    if group_size < 2:
+        return torch.zeros_like(rewards)
+    grouped = rewards.view(-1, group_size)  # [B, G]
+    below = (grouped.unsqueeze(1) < grouped.unsqueeze(2)).sum(dim=2)  # [B, G]: rewards below r_i
+    tied = (grouped.unsqueeze(1) == grouped.unsqueeze(2)).sum(dim=2)  # [B, G]: r_i itself included
+    rank = below.to(rewards.dtype) + (tied.to(rewards.dtype) + 1) / 2
+    return (2 * (rank - 1) / (group_size - 1) - 1).reshape(-1)
+
+
+def _group_norm(rewards, components, weights, group_size, scale, eps):
+    return outcome_advantages(rewards, group_size, scale, eps)
+
+
+def _per_reward_norm(rewards, components, weights, group_size, scale, eps):
+    if components is None:
+        raise ValueError("norm='per_reward' needs the reward components ([N, K]) and their weights")
+    return per_reward_advantages(components, weights, group_size, scale, eps).to(rewards.dtype)
+
+
+def _rank_norm(rewards, components, weights, group_size, scale, eps):
+    return rank_advantages(rewards, group_size)
+
+
+ADV_NORMS = {"group": _group_norm, "per_reward": _per_reward_norm, "rank": _rank_norm}
+
+
+def normalised_advantages(norm: str, rewards: torch.Tensor, group_size: int, *, scale: str = "group",
+                          eps: float = 1e-4, components: torch.Tensor | None = None,
+                          weights=()) -> torch.Tensor:
+    """Outcome advantages [N] by ADV_NORMS[norm]: rewards [N] (the weighted sum); components
+    [N, K] and weights (K floats) are what `per_reward` normalises; `rank` ignores scale and eps."""
+    if norm not in ADV_NORMS:
+        raise ValueError(f"unknown advantage normalisation {norm!r}; expected one of {tuple(ADV_NORMS)}")
+    return ADV_NORMS[norm](rewards, components, weights, group_size, scale, eps)
 
 
 def process_advantages(

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.grpo.advantages import outcome_advantages, process_advantages, reward_with_kl
+from pipeline.grpo import objective
+from pipeline.grpo.advantages import process_advantages, reward_with_kl
 from pipeline.grpo.components import TrainState, reference_mode
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
@@ -101,9 +102,7 @@ def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer, prm=None)
         adv = process_advantages([e.step_rewards for e in episodes], [e.step_ends for e in episodes],
                                  [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps, device=device)
         return torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
-    # over every rank's rewards, so batch-std scaling sees the global batch; keep this rank's rows
-    adv = outcome_advantages(distributed.gather_cat(scores), g, cfg.train.adv_scale, cfg.train.adv_eps)
-    return adv[distributed.rank() * len(scores):][:len(scores)]
+    return objective.outcome_advantages(cfg, episodes, scores)  # train.adv_norm over every rank's rows
 
 
 def collect_groups(cfg, state: TrainState, timer: dict) -> tuple[list[Episode], float]:
@@ -197,5 +196,6 @@ def _importance_weights(cfg, episodes, old, mask) -> tuple[torch.Tensor | None, 
     if cfg.rollout.tis_cap <= 0 or old is None or any(e.engine_logprobs is None for e in episodes):
         return None, {}
     engine_logp = pad_logprobs([e.engine_logprobs for e in episodes], old.shape[1], device=old.device)
-    weights, stats = tis_weights(old, engine_logp, mask, cfg.rollout.tis_cap)
+    weights, stats = tis_weights(old, engine_logp, mask, cfg.rollout.tis_cap, cfg.rollout.is_correction,
+                                 cfg.rollout.is_level)
     return weights, dict(zip(stats, torch.stack(list(stats.values())).tolist()))  # one read for all

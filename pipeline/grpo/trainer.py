@@ -47,12 +47,12 @@ from pipeline import determinism, faults, layout
 from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
 from pipeline.device import resolve_device
+from pipeline.grpo import objective
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
 from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
-from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
 from pipeline.grpo.trackers import open_trackers, resolve
@@ -222,14 +222,9 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
             entropy[0] = entropy[0] + (ent.float() * m).sum()  # stays on the device: read once per step
             entropy[1] = entropy[1] + m.sum()
         old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
-        loss, stats = policy_loss(
-            logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
-            batch.advantages[rows], mask[rows], loss_type=cfg.train.loss_type,
-            clip_low=cfg.train.clip_low, clip_high=cfg.train.clip_high,
-            beta=cfg.train.beta if cfg.train.kl_in == "loss" else 0.0,
-            kl_estimator=cfg.train.kl_estimator, importance_level=cfg.train.importance_level,
-            max_completion_length=cfg.rollout.max_new_tokens,
-            is_weights=None if batch.importance_weights is None else batch.importance_weights[rows],
+        loss, stats = objective.loss(
+            cfg, logp, old, None if batch.ref_logp is None else batch.ref_logp[rows], batch.advantages[rows],
+            mask[rows], None if batch.importance_weights is None else batch.importance_weights[rows],
             num_tokens=total_tokens, num_rows=n_all)
         if not torch.isfinite(loss):
             _stop_non_finite(run_dir, step, "loss")
