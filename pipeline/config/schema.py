@@ -180,7 +180,9 @@ class RewardConfig:
     workers: int = 2
     """Processes that score completions in parallel."""
     timeout: float = 5.0
-    """Seconds one equivalence check may take before it counts as wrong."""
+    """Seconds one completion's outcome check may take in all (reading, every comparison) before it counts as wrong."""
+    policy: Literal["strict", "lenient"] = "strict"
+    """Answer policy of the correct/steps rewards: `strict` pays only one final statement that parses completely in the closed answer grammar (rewards/grammar, docs/rewards.md); `lenient` reads natural forms (for evaluating other models)."""
     sandbox_backend: str = "auto"
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
     truncated_zero: bool = False
