@@ -32,8 +32,8 @@ class Tok:
     space: bool = False  # whitespace (or LaTeX spacing) right before it
 
 
-_NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+")
-_SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])")
+_NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
 _TEXTCMD = re.compile(r"\\(?:text|textrm|mathrm|textbf|mathbf|mbox|textnormal)\s*\{([^{}\\]{0,80})\}")
 _CMD = re.compile(r"\\[A-Za-z]+")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree(?![A-Za-z])")
@@ -57,18 +57,20 @@ def tokens(s: str) -> list[Tok]:
     i, space, n = 0, False, len(s)
     while i < n:
         c = s[i]
+        if not c.isascii():  # before any regex: \s and \d also match Unicode spaces and digits
+            raise Unrecognized(f"U+{ord(c):04X} {c!r}")
         m = _SPACING.match(s, i)
         if m:
             if not m.group().startswith(("\\left", "\\right", "\\big", "\\Big", "\\display")):
                 space = True
             i = m.end()
             continue
-        if not c.isascii():
-            raise Unrecognized(f"U+{ord(c):04X} {c!r}")
         m = _DEGREE.match(s, i)
         if m:
             out.append(Tok("op", "deg", space))
         elif (m := _TEXTCMD.match(s, i)):
+            if not m.group(1).isascii():
+                raise Unrecognized(f"non-ASCII text {m.group(1)!r}")
             out.append(Tok("text", m.group(1).strip(), space))
         elif c.isdigit() or (c == "." and i + 1 < n and s[i + 1].isdigit()):
             m = _NUMBER.match(s, i)
