@@ -92,6 +92,10 @@ RIGHT = [
     ("$\\boxed{x+11}$ or $\\boxed{11+x}$", "x + 11"),
     ("We check: $\\boxed{18}$, and so the answer is $\\boxed{18}$.", "18"),
     ("So $\\boxed{\\log_2 8}$.", "3"),
+    ("#### $70,000", "70000"),  # GSM8K models write the currency sign
+    ("So $\\boxed{x^2 - 12 = 0}$.", "x^{2}-12=0"),
+    ("So $\\boxed{27, 54, 108, 135}$.", "27,54,108,135"),  # a gold list without spaces is not 27,054,...
+    ("So $\\boxed{f(y) = 1}$.", "f(x)=1"),
 ]
 
 

@@ -50,8 +50,13 @@ def compare(pred, gold, deadline: float) -> str:
 # -- shapes --
 
 def _symbols(n, out: set) -> set:
-    if isinstance(n, tuple):
-        if n and n[0] in ("sym", "call"):
+    """Names of variables and functions in a node or a sequence of nodes."""
+    if isinstance(n, tuple) and n:
+        if not isinstance(n[0], str):  # a sequence of nodes
+            for x in n:
+                _symbols(x, out)
+            return out
+        if n[0] in ("sym", "call"):
             out.add(n[1])
         for x in n[1:]:
             _symbols(x, out)
@@ -117,6 +122,13 @@ def _as_interval(ops, parts):
             hi if hi is not None else ("const", "oo"), hi_closed)
 
 
+def _same_name(a, b) -> bool:
+    """`x` is `x`; `f(x)` is `f(y)` (one function, its argument's letter aside), not `g(x)`."""
+    if a[0] == b[0] == "call":
+        return a[1] == b[1] and len(a[2]) == len(b[2])
+    return a == b
+
+
 def _answer(p, g, deadline) -> bool:
     kp, vp = _shape(p, deadline)
     kg, vg = _shape(g, deadline)
@@ -125,7 +137,7 @@ def _answer(p, g, deadline) -> bool:
     if {kp, kg} == {"named", "eq"}:  # `y = 2x + 3` against `2x - y + 3 = 0`: both equations
         kp = kg = "eq"
     if kp == "named" and kg == "named":
-        return _print(vp[0]) == _print(vg[0]) and _value(vp[1], vg[1], deadline)
+        return _same_name(vp[0], vg[0]) and _value(vp[1], vg[1], deadline)
     if kp == "named" and kg == "value":
         return _value(vp[1], vg, deadline)
     if kg == "named" and kp == "value":

@@ -33,6 +33,9 @@ class Tok:
 
 
 _NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
+_PLAIN = re.compile(r"\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
+_DIGIT_RUN = re.compile(r"\d+(?:,\d+)+", re.A)
+_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+", re.A)
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
 _TEXTCMD = re.compile(r"\\(?:text|textrm|mathrm|textbf|mathbf|mbox|textnormal)\s*\{([^{}\\]{0,80})\}")
 _CMD = re.compile(r"\\[A-Za-z]+")
@@ -53,6 +56,9 @@ def tokens(s: str) -> list[Tok]:
     """The answer's tokens (spacing folded into `space` flags); raises Unrecognized."""
     if len(s) > MAX_LEN:
         raise Unrecognized(f"answer longer than {MAX_LEN} characters")
+    # one convention per answer: if any comma between digits cannot be a thousands separator
+    # (`27,54,108,135`), none is - the answer is a list
+    lists = any(not _THOUSANDS.fullmatch(m.group()) for m in _DIGIT_RUN.finditer(s))
     out: list[Tok] = []
     i, space, n = 0, False, len(s)
     while i < n:
@@ -73,7 +79,7 @@ def tokens(s: str) -> list[Tok]:
                 raise Unrecognized(f"non-ASCII text {m.group(1)!r}")
             out.append(Tok("text", m.group(1).strip(), space))
         elif c.isdigit() or (c == "." and i + 1 < n and s[i + 1].isdigit()):
-            m = _NUMBER.match(s, i)
+            m = (_PLAIN if lists else _NUMBER).match(s, i)
             text = re.sub(r"\{,\}|,\\!|,", "", m.group())
             if len(text) > 1 and text[0] == "0" and text[1] != ".":
                 raise Unrecognized(f"leading zero {m.group()!r}")
@@ -119,6 +125,11 @@ def tokens(s: str) -> list[Tok]:
             out.append(Tok("cmd", name, space))
         elif c == "&":
             out.append(Tok("op", "&", space))
+            i += 1
+            space = False
+            continue
+        elif c == "$" and s[i + 1:i + 2].isdigit() and not out:
+            out.append(Tok("op", "$", space))
             i += 1
             space = False
             continue

@@ -8,7 +8,8 @@ of the words in `CLOSING_WORDS` (no number, no math, no other word). Every other
 line in the completion must state the same value as the final one (checked with the grammar's
 equivalence under the completion's deadline): two statements of different values, or a box in
 the middle of hidden/quoted text, are no single answer. The sentence that leads into the box
-must not cast doubt on it (`LEAD_DOUBT`: "a common mistake is", "not", "maybe").
+must not cast doubt on it (`LEAD_DOUBT`: "a common mistake is", "maybe", a negation in the last
+words before the box). This one guard is a word list, because the lead-in is free prose.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ _TAIL_ATOM = re.compile(
     r"\s+|\$+|\.|\\\]|\\\)|\\end\{(?:equation|align|gather)\*?\}|<\|im_end\|>|<\|endoftext\|>|</s>|<\|eot_id\|>"
     r"|\*\*")
 _CLOSING = re.compile(r"[A-Za-z' ,]{1,120}[.!]?")
+# words in the box's sentence that make the box something other than the answer stated
 LEAD_DOUBT = re.compile(
-    r"\b(?:not|never|no|maybe|perhaps|possibly|probably|mistake|mistaken|wrong|incorrect|error|"
-    r"tempting|naive|naively|might|could|would|if|suppose|assume|guess|unless|whether|instead|"
-    r"avoid|rather|wrongly|erroneous|false)\b|n't\b", re.I)
+    r"\b(?:maybe|perhaps|possibly|probably|mistake|mistaken|mistakenly|wrong|wrongly|incorrect|"
+    r"incorrectly|erroneous|error|tempting|naive|naively|guess|avoid|trap|pitfall|misconception|"
+    r"instead|rather\s+than|false)\b"
+    r"|\b(?:not|never|no|isn't|cannot)\b\W*(?:\w+\W+){0,3}$|n't\W*(?:\w+\W+){0,3}$", re.I)
 _GSM = re.compile(r"####[ \t]*([^\n]*)")
 
 
@@ -93,8 +96,8 @@ def strict_final(text: str) -> Final:
     if len(others) + len(contents) > MAX_STATEMENTS:
         return Final(contents, joined_or, (), f"more than {MAX_STATEMENTS} answer statements")
     problem = _tail_ok(text[end:end + 400]) if len(text) - end <= 400 else "text after the final answer"
-    if not problem:
-        lead = re.split(r"[.!?]\s|\n\s*\n", text[max(0, start - 200):start])[-1]
+    if not problem and box_end > gsm_end:  # a #### line starts its own line: it has no lead-in
+        lead = re.split(r"[.!?]\s|\n", text[max(0, start - 200):start])[-1]
         if LEAD_DOUBT.search(lead):
             problem = f"doubt before the final answer: {LEAD_DOUBT.search(lead).group()!r}"
     return Final(contents, joined_or, tuple(others), problem)
