@@ -35,7 +35,8 @@ LEAD_DOUBT = re.compile(
     r"\b(?:maybe|perhaps|possibly|probably|mistake|mistaken|mistakenly|wrong|wrongly|incorrect|"
     r"incorrectly|erroneous|error|tempting|naive|naively|guess|avoid|trap|pitfall|misconception|"
     r"instead|rather\s+than|false)\b"
-    r"|\b(?:not|never|no|isn't|cannot)\b\W*(?:\w+\W+){0,3}$|n't\W*(?:\w+\W+){0,3}$", re.I)
+    r"|\b(?:not|never|no|isn't|cannot)\b\W*(?:\w+\W+){0,3}$|n't\W*(?:\w+\W+){0,3}$"
+    r"|\b(?:or|either|nor|versus|vs)\b[\W]*$", re.I)  # "17 or $\boxed{18}$": one of two
 _GSM = re.compile(r"####[ \t]*([^\n]*)")
 
 
