@@ -140,3 +140,16 @@ def test_redteam_families_find_nothing_under_strict_bounded():
     exploits = [(f, t[-120:]) for f, t, _g, _s, hack, _dt in rows if hack]
     assert exploits == []
     assert max(dt for *_, dt in rows) < 5.0
+
+
+@pytest.mark.parametrize("a,b,equal", [
+    ("0.\\overline{3}", "\\frac13", True), ("\\log_2 8", "3", True), ("\\emptyset", "\\varnothing", True),
+    ("x = 2x + 3", "y = 2x + 3", False), ("f(x) = 2", "g(x) = 2", False), ("\\sin(x) = a", "\\cos(x) = a", False),
+    # the lenient conventions stay: a named value equals the bare value
+    ("E(2020,1993) = 76", "76", True), ("|AB| = 1", "1", True), ("(p,q) = (3,2)", "(3,2)", True),
+    ("x = 1, y = 2", "1, 2", True), ("0.333", "\\frac13", False), ("3.14", "\\pi", False),
+])
+def test_lenient_equivalence_takes_the_grammars_reading_of_two_parsed_answers(a, b, equal):
+    from rewards import is_equiv
+
+    assert is_equiv(a, b) == is_equiv(b, a) == equal

@@ -22,6 +22,7 @@ the cost of one value comparison.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from fractions import Fraction
 
@@ -64,15 +65,18 @@ def _symbols(n, out: set) -> set:
 
 
 def _is_name(n) -> bool:
+    """A variable, a function of variables (`f(x)`), or a tuple of variables (`(p, q)`)."""
     if n[0] == "sym":
         return True
+    if n[0] == "tuple":
+        return all(x[0] == "sym" for x in n[1])
     return n[0] == "call" and all(a[0] == "sym" for a in n[2])
 
 
 def _shape(n, deadline):
     """(kind, payload): ("named", (name, value)), ("eq", (lhs, rhs)), ("value", node)."""
-    if n[0] == "in" and n[1][0] == "sym":
-        return "value", n[2]
+    if n[0] == "in":
+        return ("value", n[2]) if n[1][0] == "sym" else ("false", None)
     if n[0] != "rel":
         return "value", n
     ops, parts = n[1], n[2]
@@ -80,7 +84,7 @@ def _shape(n, deadline):
         first = parts[0]
         if _is_name(first) and not (_symbols(first, set()) & _symbols(parts[1:], set())):
             for a, b in zip(parts[1:], parts[2:]):
-                if not _value(a, b, deadline):
+                if not _link(a, b, deadline):
                     return "false", None
             return "named", (first, parts[-1])
         if len(parts) == 2 and _symbols(first, set()):
@@ -88,11 +92,19 @@ def _shape(n, deadline):
         if _symbols(parts[:-1], set()):
             return "rel", n
         for a, b in zip(parts, parts[1:]):
-            if not _value(a, b, deadline):
+            if not _link(a, b, deadline):
                 return "false", None  # a false claim inside the answer states nothing
         return "value", parts[-1]
     interval = _as_interval(ops, parts)
     return ("value", interval) if interval is not None else ("rel", n)
+
+
+def _link(a, b, deadline) -> bool:
+    """One `=` link of a chain holds; inside an equation a percent is a fraction (`0.56 = 56\\%`)."""
+    ra, rb = rational(a), rational(b)
+    if ra is not None and rb is not None:
+        return ra == rb
+    return _value(a, b, deadline)
 
 
 def _as_interval(ops, parts):
@@ -186,7 +198,7 @@ def _value(a, b, deadline) -> bool:
         return (ka == kb and len(a[1]) == len(b[1]) and len(a[1][0]) == len(b[1][0]) and
                 all(_value(x, y, deadline) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)))
     if ka in ("rel", "in") or kb in ("rel", "in"):
-        return False
+        return _answer(a, b, deadline)  # an item of a list: `x = 1, y = 2` against `1, 2`
     ra, rb = rational(a), rational(b)
     if ra is not None and rb is not None:
         return ra == rb
@@ -372,6 +384,35 @@ def _print_other(n) -> str:
     if k == "in":
         return f"{_print(n[1])} \\in {_print(n[2])}"
     return f"\\text{{{n[1]}}}"
+
+
+_INSIDE = contextvars.ContextVar("grammar_second_reading", default=False)
+
+
+def second_reading(pred: str, gold: str, deadline: float, only_equations: bool = False) -> str | None:
+    """The grammar's verdict (EQUAL / NOT_EQUAL) when both answers parse completely in it (forms
+    the lenient normaliser misses: `0.\\overline{3}`, `\\log_2 8`, `\\emptyset` vs `\\varnothing`;
+    equations it reads as values), else None (the lenient verdict stands). Never re-entered from
+    inside itself (its own value path calls the lenient one). `only_equations`: decide only when
+    both are equations (`x = 2x + 3` against `y = 2x + 3`; a named value against a bare one,
+    `E(2020,1993) = 76` against `76`, keeps the lenient verdict)."""
+    if _INSIDE.get():
+        return None
+    from rewards.grammar.lexer import Unrecognized
+    from rewards.grammar.parser import parse_answer
+
+    token = _INSIDE.set(True)
+    try:
+        try:
+            p, g = parse_answer(pred), parse_answer(gold)
+        except (Unrecognized, RecursionError):
+            return None
+        if only_equations and not (p[0] == g[0] == "rel" and "=" in p[1] and "=" in g[1]):
+            return None
+        status = compare(p, g, deadline)
+        return status if status in (EQUAL, NOT_EQUAL) else None
+    finally:
+        _INSIDE.reset(token)
 
 
 def printed(n) -> str:
