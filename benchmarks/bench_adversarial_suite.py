@@ -23,12 +23,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=HERE, help="checkout whose rewards package to score with")
     parser.add_argument("--show", type=int, default=10, help="print this many paid hacks")
+    parser.add_argument("--policy", choices=("lenient", "strict"), default=None,
+                        help="answer policy of check (default: check's own; older checkouts have none)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.root.resolve()))  # `rewards` from --root, found first
     sys.path.insert(1, str(HERE))  # `tests.adversarial` from this checkout
     import rewards
     from rewards import check
     from tests.adversarial.families import control_cases, hack_cases
+
+    if args.policy:
+        import functools
+
+        check = functools.partial(check, policy=args.policy)
 
     print(f"rewards from {Path(rewards.__file__).parent}")
     total, paid, shown = collections.Counter(), collections.Counter(), []

@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write disagreements here (JSONL)")
     parser.add_argument("--no-math-verify", action="store_true")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose rewards package to score with")
+    parser.add_argument("--policy", choices=("lenient", "strict"), default="lenient",
+                        help="answer policy of `check` (strict: the closed grammar, rewards/grammar)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.root.resolve()))
     import rewards
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rewards from {Path(rewards.__file__).parent}")
     logging.disable(logging.WARNING)
     rows = load(args.directory, args.files.split(","), args.limit)
-    checkers = {"ours": lambda c, g: check(c, g).score}
+    policy = {} if args.policy == "lenient" else {"policy": args.policy}  # older checkouts have no policy
+    checkers = {"ours": lambda c, g: check(c, g, **policy).score}
     if not args.no_math_verify:
         checkers["math_verify"] = math_verify_score
     for name, fn in checkers.items():
@@ -94,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             r[name] = fn(r["completion"], r["gold"])
         print(f"{name}: {len(rows)} records in {time.perf_counter() - t0:.1f}s")
     for r in rows:
-        r["pred"] = check(r["completion"], r["gold"]).pred
+        res = check(r["completion"], r["gold"], **policy)
+        r["pred"], r["reason"] = res.pred, res.reason
     print(f"{'group':34s} {'n':>5s} " + " ".join(f"{n + ' agree':>17s} {'FP':>4s} {'FN':>4s}" for n in checkers))
     tables = {name: _table(rows, name) for name in checkers}
     for i, (group, n, *_rest) in enumerate(tables["ours"]):
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         with args.out.open("w", encoding="utf-8") as f:
             for r in rows:
                 if any(r[name] != float(r["label_correct"]) for name in checkers):
-                    keep = {k: r[k] for k in ("id", "gold", "label_correct", "pred", *checkers)}
+                    keep = {k: r[k] for k in ("id", "gold", "label_correct", "pred", "reason", *checkers)}
                     keep["tail"] = r["completion"][-400:]
                     f.write(json.dumps(keep, ensure_ascii=False) + "\n")
         print(f"disagreements: {args.out}")

@@ -41,8 +41,16 @@ MAX_IDENTITY_VARIABLES = 1  # multivariate "rewrites" are too often conditions (
 _ANNOT = re.compile(r"<<([^<>=]{1,300})=([^<>=]{1,100})>>")
 _ANNOT_ANY = re.compile(r"<<[^<>]{0,400}>>")
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_FALSITY = {"false", "not", "contradiction", "impossible", "incorrect", "wrong", "invalid",
-            "fails", "isn", "doesn", "never", "untrue", "neq", "mistake", "error"}
+# A false chain is a rejected test only when the words right after it say so in one of these
+# forms ("which is false", ", a contradiction", "is impossible"), and nothing after them takes
+# it back: "not wrong", "no mistake", "is wrong? No, it is right" leave it refuted.
+_REJECT_LEAD = {"which", "that", "this", "it", "is", "so", "and", "but", "a", "clearly", "obviously",
+                "thus", "hence", "gives", "we", "get", "have"}
+_REJECT = {"false", "contradiction", "impossible", "incorrect", "wrong", "invalid", "untrue", "fails"}
+_REJECT_PAIRS = {("not", "true"), ("not", "possible"), ("not", "valid"), ("not", "correct"),
+                 ("isn", "t"), ("doesn", "t"), ("not", "hold"), ("not", "equal")}
+_TAKE_BACK = {"no", "not", "right", "correct", "true", "fine", "ok", "okay", "valid", "holds",
+              "actually", "mistake", "error", "isn", "doesn", "never", "wait"}
 _ROUNDING = {"nearest", "rounded", "round", "rounding", "approximately", "roughly", "about"}
 _MODULUS = re.compile(r"(?:\bmod(?:ulo)?|\\pmod|\\bmod|divided by|divisible by)\s*\{?\s*(\d{1,6})", re.I)
 _DIGITS_MODULUS = ((re.compile(r"units? digit|ones digit|last digit", re.I), 10),
@@ -61,6 +69,20 @@ class Claim:
     ok: bool
     value: Value | None
     operands: tuple[Value, ...]
+
+
+def rejected(after: list[str]) -> bool:
+    """Do the words after a false chain reject it (see `_REJECT`)?"""
+    k = 0
+    while k < len(after) and k < 4 and after[k] in _REJECT_LEAD:
+        k += 1
+    if k < len(after) and after[k] in _REJECT:
+        rest = after[k + 1:]
+    elif tuple(after[k:k + 2]) in _REJECT_PAIRS:
+        rest = after[k + 2:]
+    else:
+        return False
+    return not (set(rest) & _TAKE_BACK)
 
 
 def _labelled_number(chain: Chain) -> bool:
@@ -202,8 +224,10 @@ def check_chain(chain: Chain, mods: tuple[int, ...] = ()) -> tuple[bool | None, 
     value = value_of(mixed(texts[-1], "+")) if readable(chain.sides[-1]) else None
     if not verdicts:
         return None, value
-    if not all(verdicts) and (_FALSITY & set(chain.after) or _ends_agree(chain, texts)):
-        return True, value  # "2 + 8 = 4, which is false": a test, not a claim
+    if not all(verdicts) and _ends_agree(chain, texts):
+        return True, value
+    if not all(verdicts) and rejected(chain.after):
+        return None, value  # "2 + 8 = 4, which is false": a test the text rejects, judged neither way
     return all(verdicts), value
 
 

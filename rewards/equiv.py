@@ -78,7 +78,15 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
             status = _compare(left, right, deadline)
             if status != EQUAL:
                 return status
-        return _compare(a.value, b.value, deadline)
+        status = _compare(a.value, b.value, deadline)
+        if status == NOT_EQUAL or (status == EQUAL and "=" in str(pred) + str(gold)):
+            # two answers the closed grammar reads completely are decided there when the
+            # lenient reading says "not equal" (0.\overline{3}, \log_2 8) or read a left side
+            # away (x = 2x + 3 is not y = 2x + 3)
+            from rewards.grammar.compare import second_reading
+
+            return second_reading(str(pred), str(gold), deadline, status == EQUAL) or status
+        return status
     except Exception:  # noqa: BLE001 - a reward must never raise
         return PARSE_ERROR
 

@@ -9,8 +9,10 @@ alternatives), "parse error", "timeout", "not equal" (or "" on success).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
+from rewards.budget import budget
 from rewards.boxed import count_boxes, last_boxed_span
 from rewards.equiv import EQUAL, PARSE_ERROR, TIMEOUT, equiv_status
 from rewards.answer_text import HEDGED
@@ -31,10 +33,25 @@ class RewardResult:
     reason: str
 
 
-def check(completion: str, gold: str, style: str = "auto", timeout: float = 5.0) -> RewardResult:
-    """Extract the final answer from `completion` and compare it with `gold`."""
+POLICIES = ("lenient", "strict")
+
+
+def check(completion: str, gold: str, style: str = "auto", timeout: float = 5.0,
+          policy: str = "lenient") -> RewardResult:
+    """Extract the final answer from `completion` and compare it with `gold`. `timeout` is the
+    budget of the whole completion (reading and every comparison). `policy="strict"` pays only
+    one final statement whose content parses completely in the closed answer grammar
+    (`rewards.grammar`, the training default); "lenient" reads natural forms (evaluation)."""
+    if policy == "strict":
+        from rewards.grammar import strict_check
+
+        return strict_check(completion, gold, timeout)
+    if policy != "lenient":
+        raise ValueError(f"unknown policy {policy!r}; valid: {', '.join(POLICIES)}")
+    deadline = time.monotonic() + timeout
     try:
-        reading = read_final(completion, style)
+        with budget(deadline):
+            reading = read_final(completion, style)
     except ValueError:
         raise  # an unknown style is a programming error, not a bad completion
     except Exception:  # noqa: BLE001
@@ -42,15 +59,18 @@ def check(completion: str, gold: str, style: str = "auto", timeout: float = 5.0)
     pred = reading.answer
     if pred is None:
         return RewardResult(0.0, None, reading.problem or NO_ANSWER)
-    status = equiv_status(pred, gold, timeout)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return RewardResult(0.0, pred, TIMEOUT)
+    status = equiv_status(pred, gold, remaining)
     if status == EQUAL:
         return RewardResult(1.0, pred, "")
     return RewardResult(0.0, pred, status if status in (PARSE_ERROR, TIMEOUT) else "not equal")
 
 
-def score_completion(completion: str, gold: str, style: str = "auto") -> float:
+def score_completion(completion: str, gold: str, style: str = "auto", policy: str = "lenient") -> float:
     """1.0 if the completion's final answer is equivalent to `gold`, else 0.0."""
-    return check(completion, gold, style).score
+    return check(completion, gold, style, policy=policy).score
 
 
 def format_reward(completion: str, style: str = "auto") -> float:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import gzip
 import json
 import random
@@ -230,8 +231,16 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--show", type=int, default=20, help="print this many hacks")
     parser.add_argument("--out", type=Path, default=None, help="write every hack here (JSONL)")
+    parser.add_argument("--policy", choices=("lenient", "strict"), default=None,
+                        help="answer policy of check (default: check's own default)")
+    parser.add_argument("--families", action="store_true",
+                        help="the issue-31 families instead (rewards.redteam_families)")
     args = parser.parse_args(argv)
     bases = load_bases(root, args.limit)
+    if args.policy is not None:
+        check = functools.partial(check, policy=args.policy)
+    if args.families:
+        return _families(check, bases, args)
     t0 = time.perf_counter()
     total, hacks = collections.Counter(), collections.Counter()
     found = []
@@ -245,6 +254,29 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
           f"stating the gold as the single answer")
     for family in sorted(total):
         print(f"  {family:32s} {total[family]:6d} mutations  {hacks[family]:5d} hacks")
+    for item in found[:args.show]:
+        print(f"- [{item['family']}] gold={item['gold']!r}: ...{item['tail'][-160:]!r}")
+    if args.out:
+        args.out.write_text("".join(json.dumps(x) + "\n" for x in found))
+    return 0
+
+
+def _families(check, bases, args) -> int:
+    from rewards.redteam_families import run_families, slowest
+
+    total, hacks, found, worst = collections.Counter(), collections.Counter(), [], (0.0, "")
+    t0 = time.perf_counter()
+    for family, text, gold, score, hack, dt in run_families(check, bases, args.seed):
+        total[family] += 1
+        worst = max(worst, (dt, family))
+        if hack:
+            hacks[family] += 1
+            found.append({"family": family, "gold": gold, "tail": text[-300:]})
+    n, h = sum(total.values()), sum(hacks.values())
+    print(f"{n} family mutations of {len(bases)} problems in {time.perf_counter() - t0:.0f}s: {h} exploits")
+    for family in sorted(total):
+        print(f"  {family:32s} {total[family]:6d} mutations  {hacks[family]:5d} exploits")
+    print(f"  slowest mutation {worst[0]:.2f}s ({worst[1]}); slowest costly case %.2fs (%s)" % slowest(check))
     for item in found[:args.show]:
         print(f"- [{item['family']}] gold={item['gold']!r}: ...{item['tail'][-160:]!r}")
     if args.out:

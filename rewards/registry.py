@@ -52,20 +52,22 @@ def get_reward(name: str) -> RewardFn:
         raise KeyError(f"unknown reward {name!r}; valid: {', '.join(sorted(REWARDS))}") from None
 
 
-def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "auto") -> RewardFn:
-    """REWARDS[name] with its options bound: the equivalence timeout for "correct" and
-    "steps", the sandbox backend for "code" (RewardConfig.timeout / .sandbox_backend). A name of
+def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "auto",
+                 policy: str = "lenient") -> RewardFn:
+    """REWARDS[name] with its options bound: the per-completion timeout and the answer policy
+    (`strict`/`lenient`, `rewards.outcome.check`) for "correct" and "steps", the sandbox backend
+    for "code" (RewardConfig.timeout / .policy / .sandbox_backend). A name of
     the form ``package.module:function`` is a user function with the registry's signature, imported."""
     if ":" in name:
         return _import_reward(name)
     fn = get_reward(name)
     if name == "correct":
         def correct(completion: str, gold: str, style: str = "auto") -> float:
-            return check(completion, gold, style, timeout=timeout).score
+            return check(completion, gold, style, timeout=timeout, policy=policy).score
         return correct
     if name == "steps":
         def steps(completion: str, gold: str, style: str = "auto") -> float:
-            return steps_score(completion, gold, style, timeout=timeout)
+            return steps_score(completion, gold, style, timeout=timeout, policy=policy)
         return steps
     if name == "code":
         runner = partial(default_runner, backend=sandbox_backend)
@@ -90,11 +92,11 @@ class CombinedReward:
     reported even without a weight (weight 0), e.g. correctness while training on another reward."""
 
     def __init__(self, weights: dict[str, float], *, timeout: float = 5.0,
-                 sandbox_backend: str = "auto", always: Sequence[str] = ()):
+                 sandbox_backend: str = "auto", always: Sequence[str] = (), policy: str = "lenient"):
         self.weights = {**{name: 0.0 for name in always}, **weights}
         if not self.weights:
             raise ValueError("combine() needs at least one reward name")
-        self.fns = {name: build_reward(name, timeout=timeout, sandbox_backend=sandbox_backend)
+        self.fns = {name: build_reward(name, timeout=timeout, sandbox_backend=sandbox_backend, policy=policy)
                     for name in self.weights}
 
     def components(self, completion: str, gold: str, style: str = "auto") -> dict[str, float]:
@@ -109,9 +111,9 @@ class CombinedReward:
 
 
 def combine(weights: dict[str, float], *, timeout: float = 5.0,
-            sandbox_backend: str = "auto") -> CombinedReward:
+            sandbox_backend: str = "auto", policy: str = "lenient") -> CombinedReward:
     """A reward that is the weighted sum of registered rewards, e.g. {"correct": 1, "format": .1}."""
-    return CombinedReward(weights, timeout=timeout, sandbox_backend=sandbox_backend)
+    return CombinedReward(weights, timeout=timeout, sandbox_backend=sandbox_backend, policy=policy)
 
 
 def score_batch(completions: Sequence[str], golds: Sequence[str], style: str = "auto",

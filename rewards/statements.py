@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import bisect
 import re
+import time
 from dataclasses import dataclass
 
 from rewards.answer_text import HEDGED, HEDGES, MAX_SPAN, Reading, env_spans, read_span, tokens
+from rewards.budget import current_deadline
 from rewards.boxed import box_groups, boxes, group_answer, unclosed_after
 from rewards.equiv import EQUAL, equiv_status
 
@@ -47,6 +49,7 @@ _BOX_CONTEXT = 200
 _MAX_TRIES = 20  # markers and #### lines read from the end (a hostile text may hold thousands)
 _OR = re.compile(r"\bor\b")
 _SAME_FORM_TIMEOUT = 2.0
+_MAX_FORMS = 20
 
 
 @dataclass(frozen=True)
@@ -143,9 +146,14 @@ def box_group_answer(text: str, group) -> str:
     if len(group) == 1 or not any(_OR.search(text, a.end, b.start) for a, b in zip(group, group[1:])):
         return group_answer(text, group)
     kept: list[str] = []
+    deadline = min(time.monotonic() + _SAME_FORM_TIMEOUT, current_deadline())
     for box in group:
         part = box.content(text).strip()
-        if not any(equiv_status(part, k, _SAME_FORM_TIMEOUT) == EQUAL for k in kept):
+        if len(kept) >= _MAX_FORMS:
+            return ", ".join(kept + ["..."])  # more distinct values than any answer: a list of them
+        # one budget for the whole group (not one per pair): 1,000 or-joined boxes end in time
+        if not any(equiv_status(part, k, deadline - time.monotonic()) == EQUAL for k in kept
+                   if deadline > time.monotonic()):
             kept.append(part)
     return ", ".join(kept)
 

@@ -176,6 +176,20 @@ def used_claims(claims: list[Claim], answer: list[Value]) -> list[bool]:
     return used
 
 
+def trivial(claim: Claim) -> bool:
+    """A claim that restates a number (`50 = 50`, `50 * 1 = 50`, `50 + 0 - 0 = 50`, `50 / 1 = 50`):
+    its value is one of its operands and every other operand is 0 or 1. It is checked (a false
+    one still costs) but earns no credit: padding is not work."""
+    if claim.value is None:
+        return False
+    ops = list(claim.operands)
+    same = next((k for k, v in enumerate(ops) if _same(v, claim.value)), None)
+    if same is None:
+        return not ops
+    del ops[same]
+    return all(v in (0, 1) for v in ops)
+
+
 def check_steps(completion: str, answer: str | None = None) -> list[StepCheck]:
     """Every step with its claims checked; `answer` (the final answer text) marks used claims."""
     if not isinstance(completion, str):
@@ -186,7 +200,7 @@ def check_steps(completion: str, answer: str | None = None) -> list[StepCheck]:
     used = used_claims(flat, _answer_values(answer))
     out, k = [], 0
     for (a, b), cs in zip(spans, per_step):
-        n_used = sum(used[k:k + len(cs)])
+        n_used = sum(u and not trivial(c) for u, c in zip(used[k:k + len(cs)], cs))
         k += len(cs)
         bad = next((c for c in cs if not c.ok), None)
         score = -1 if bad else (1 if cs else 0)
@@ -194,7 +208,7 @@ def check_steps(completion: str, answer: str | None = None) -> list[StepCheck]:
     return out
 
 
-def _outcome(completion, gold, style, timeout, outcome) -> tuple[float | None, str | None]:
+def _outcome(completion, gold, style, timeout, outcome, policy="lenient") -> tuple[float | None, str | None]:
     """(score, final answer text): reuse a given outcome, else grade once (or not at all)."""
     from rewards.extract import extract_answer
     from rewards.outcome import RewardResult, check
@@ -202,7 +216,7 @@ def _outcome(completion, gold, style, timeout, outcome) -> tuple[float | None, s
     if isinstance(outcome, RewardResult):
         return float(outcome.score), outcome.pred
     if outcome is None and gold is not None:
-        res = check(completion, gold, style, timeout=timeout)
+        res = check(completion, gold, style, timeout=timeout, policy=policy)
         return float(res.score), res.pred
     try:
         pred = extract_answer(completion, style)
@@ -238,7 +252,8 @@ def step_rewards(completion: str, gold: str | None = None, style: str = "auto", 
     if cfg.charge_unflagged and score is not None and score <= 0 and charged < cfg.penalty:
         values[-1] -= cfg.penalty - charged
     credited = sum(s.score == 1 and s.used > 0 for s in steps)
-    credit = min(cfg.max_credit, cfg.credit * credited)
+    # credit pays for work behind a right answer only: on a wrong one, true steps earn nothing
+    credit = min(cfg.max_credit, cfg.credit * credited) if score is None or score > 0 else 0.0
     points, start = [], steps[0].start
     for j, s in enumerate(steps):
         last = j == len(steps) - 1
@@ -252,12 +267,12 @@ def step_rewards(completion: str, gold: str | None = None, style: str = "auto", 
 
 
 def steps_score(completion: str, gold: str, style: str = "auto", timeout: float = 5.0,
-                outcome=None) -> float:
+                outcome=None, policy: str = "lenient") -> float:
     """The registry's scalar `steps` reward: outcome x (share of judged steps that are right),
     judged steps being those with a false claim or with true claims used toward the answer.
     A wrong answer scores 0 whatever its steps; padding can only lower a right answer."""
     try:
-        score, pred = _outcome(completion, gold, style, timeout, outcome)
+        score, pred = _outcome(completion, gold, style, timeout, outcome, policy)
         if not score or not isinstance(completion, str):
             return 0.0
         steps = check_steps(completion, pred)

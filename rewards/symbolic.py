@@ -54,6 +54,18 @@ def symbolic_equal(pred: str, gold: str) -> str:
     return EQUAL if ok else NOT_EQUAL
 
 
+def math_verify_grade(completion: str, gold: str) -> str:
+    """math-verify's own verdict on a whole completion, as its README calls it (runs inside a
+    worker; the second grader of `rewards.audit`)."""
+    from math_verify import parse, verify
+
+    g = parse(gold if "$" in gold or "\\boxed" in gold else "$" + gold + "$", parsing_timeout=None)
+    p = parse(completion, parsing_timeout=None)
+    if not g or not p:
+        return PARSE_ERROR
+    return EQUAL if verify(g, p, timeout_seconds=None) else NOT_EQUAL
+
+
 def _provably_different(p, g, sympy) -> bool:
     """Two closed numbers whose difference sympy can show is not zero."""
     if not (isinstance(p, sympy.Expr) and isinstance(g, sympy.Expr)) or p.free_symbols or g.free_symbols:
@@ -103,8 +115,12 @@ def _worker_main(memory_mb: int) -> None:
     out.flush()
     for line in sys.stdin:
         try:
-            pred, gold = json.loads(line)
-            result = symbolic_equal(pred, gold)
+            request = json.loads(line)
+            if len(request) == 3 and request[0] == "grade":  # ["grade", completion, gold]
+                result = math_verify_grade(request[1], request[2])
+            else:
+                pred, gold = request
+                result = symbolic_equal(pred, gold)
         except MemoryError:
             result = TIMEOUT
         except Exception:  # noqa: BLE001 - any sympy failure means "cannot decide"
@@ -155,8 +171,9 @@ class _Worker:
             self.ready = self._read_line(deadline) == _READY
         return self.ready
 
-    def ask(self, pred: str, gold: str, deadline: float) -> str | None:
-        self.proc.stdin.write((json.dumps([pred, gold]) + "\n").encode())
+    def ask(self, pred: str, gold: str, deadline: float, grade: bool = False) -> str | None:
+        request = ["grade", pred, gold] if grade else [pred, gold]
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         return self._read_line(deadline)
 
@@ -205,9 +222,10 @@ class SymbolicPool:
             self._spawn()
             self.size += 1
 
-    def compare(self, pred: str, gold: str, timeout: float) -> str:
+    def compare(self, pred: str, gold: str, timeout: float, grade: bool = False) -> str:
         """EQUAL / NOT_EQUAL / PARSE_ERROR / TIMEOUT, within `timeout` seconds of wall time
-        (plus, only while a worker is still starting, its start-up: bounded by STARTUP_S)."""
+        (plus, only while a worker is still starting, its start-up: bounded by STARTUP_S).
+        `grade=True`: `pred` is a whole completion, graded by math-verify alone (`math_verify_grade`)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -225,7 +243,7 @@ class SymbolicPool:
                 # a cold start must not turn easy checks into timeouts (silent zero rewards)
                 deadline = max(deadline, time.monotonic() + timeout)
             try:
-                result = w.ask(pred, gold, deadline)
+                result = w.ask(pred, gold, deadline, grade)
             except (EOFError, OSError, ValueError):
                 self._replace(w)  # the worker died (e.g. killed by the OS): retry on a fresh one
                 if time.monotonic() >= deadline:

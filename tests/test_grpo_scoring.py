@@ -89,7 +89,9 @@ def test_outcome_and_process_agree_under_the_run_style():
     from pipeline.grpo.scoring import add_step_rewards
 
     text = "So the total is 7."
-    cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", workers=1)
+    # the lenient policy reads a plain last sentence; the strict training default pays only a box
+    # or #### line (tested below)
+    cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", workers=1, policy="lenient")
     (ep,) = _with_ids(_scored_group([text], "7", cfg))
     assert ep.rewards["correct"] == 1.0 and ep.reward == 1.0
     add_step_rewards([ep], cfg, _CharTokenizer())
@@ -97,3 +99,10 @@ def test_outcome_and_process_agree_under_the_run_style():
     assert rewards.check(text, "7", "math").score == 0.0  # why the style must be the run's
     assert all(rewards.check("The answer is \\boxed{5}. #### 7", "7", style).score == 1.0
                for style in ("auto", "gsm8k", "math"))
+
+
+def test_training_default_is_the_strict_policy():
+    cfg = RewardConfig(weights={"correct": 1.0}, workers=1)
+    assert cfg.policy == "strict"
+    eps = _scored_group(["So the total is 7.", "So the total is $\\boxed{7}$.", "#### 7 thousand"], "7", cfg)
+    assert [e.rewards["correct"] for e in eps] == [0.0, 1.0, 0.0]

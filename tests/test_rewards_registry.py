@@ -44,7 +44,8 @@ def test_build_reward_binds_options(monkeypatch):
 
     seen = []
     real_check = registry.check
-    monkeypatch.setattr(registry, "check", lambda *a, timeout: seen.append(timeout) or real_check(*a, timeout=timeout))
+    monkeypatch.setattr(registry, "check", lambda *a, timeout, policy: seen.append(timeout) or
+                        real_check(*a, timeout=timeout, policy=policy))
     slow_pair = ("so $\\boxed{(10^{100})!}$", "1")  # sympy never finishes this one
     t0 = time.monotonic()
     assert build_reward("correct", timeout=0.5)(*slow_pair) == 0.0

@@ -11,7 +11,7 @@ import pytest
 import rewards.outcome
 from rewards import REWARDS, RewardResult, build_reward, check, format_reward, step_rewards
 from rewards.arith import ParseError, evaluate
-from rewards.steps import StepRewardConfig, check_steps, split_steps, steps_score, used_claims
+from rewards.steps import StepRewardConfig, check_steps, split_steps, steps_score, trivial, used_claims
 from rewards.claims import check_claims
 
 SYNTH = "12 + 5 = <<12+5=17>>17\n17 * 3 = <<17*3=51>>51\n#### 51"
@@ -33,7 +33,8 @@ def test_false_claim_gets_its_own_penalty_point():
     assert points[0].value == -0.5 and points[0].score == -1 and points[0].false_claims == 2
     assert points[0].outcome is None
     assert points[1].outcome == 0.0
-    assert points[1].value == pytest.approx(0.1)  # 18 * 3 = 54 is true and gives the answer
+    # 18 * 3 = 54 is true and gives the answer, but the answer is wrong: no credit (issue 31)
+    assert points[1].value == pytest.approx(0.0)
 
 
 def test_steps_without_evidence_share_the_next_point():
@@ -76,9 +77,9 @@ def test_outcome_uses_the_runs_style_and_timeout(monkeypatch):
     seen = {}
     real = rewards.outcome.check
 
-    def spy(completion, gold, style="auto", timeout=5.0):
+    def spy(completion, gold, style="auto", timeout=5.0, policy="lenient"):
         seen["timeout"], seen["style"] = timeout, style
-        return real(completion, gold, style, timeout=timeout)
+        return real(completion, gold, style, timeout=timeout, policy=policy)
 
     monkeypatch.setattr(rewards.outcome, "check", spy)
     step_rewards(text, "7", "gsm8k", timeout=1.5)
@@ -114,9 +115,10 @@ def test_used_claims_follow_back_from_the_answer():
 def test_credit_is_capped():
     chain = "".join(f"{k} + 1 = {k + 1}\n" for k in range(1, 30)) + "#### 30"
     points = step_rewards(chain, gold="31")  # 29 true steps feed the (wrong) answer
-    assert points[-1].value == pytest.approx(0.3 - 0.5) and points[-1].outcome == 0.0
-    points = step_rewards(chain, gold="31", config=StepRewardConfig(charge_unflagged=False))
-    assert points[-1].value == pytest.approx(0.3)
+    # a wrong answer earns no credit at all, however many true steps feed it
+    assert points[-1].value == pytest.approx(-0.5) and points[-1].outcome == 0.0
+    points = step_rewards(chain, gold="30")
+    assert points[-1].value == pytest.approx(0.3) and points[-1].outcome == 1.0
 
 
 def _total(text, gold):
@@ -193,7 +195,8 @@ def test_generated_gsm_synth_solutions_all_check():
     for rec in train:
         steps = check_steps(rec["solution"], rec["answer"])
         assert all(s.score == 1 for s in steps[:-1]), rec["solution"]
-        assert all(s.used > 0 for s in steps[:-1]), rec["solution"]
+        # every step feeds the answer; identities (`0 + 7 = 7`) feed it without earning credit
+        assert all(s.used > 0 or all(trivial(c) for c in s.claims) for s in steps[:-1]), rec["solution"]
         points = step_rewards(rec["solution"], gold=rec["answer"], style="gsm8k")
         assert len(points) == 1 and points[0].outcome == 1.0
         assert format_reward(rec["solution"], "gsm8k") == 1.0

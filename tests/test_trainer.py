@@ -187,3 +187,11 @@ def test_eval_on_start_logs_step_zero_and_names_the_policy(tiny_setup):
             summary = json.loads((run_dir / "eval" / f"step_{step}" / sub / "summary.json").read_text())
             assert summary["model"] == f"policy@step {step}"
     assert (run_dir / "curves.png").is_file()
+
+
+def test_metrics_carry_the_second_grader_disagreement(tiny_setup):
+    """Every step logs reward/disagree_mv (math-verify vs our checker on a sample, issue 31)."""
+    run = trainer.train(run_cfg(tiny_setup, "audit2", "train.steps=2", "reward.audit_sample=4"))
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(0.0 <= r["reward/disagree_mv"] <= 1.0 for r in rows)

@@ -102,6 +102,10 @@ def check_reward(r) -> None:
         if name not in rewards.REWARDS and not _USER_REWARD.match(name):
             raise ConfigError(f"reward.weights: unknown reward {name!r}; valid: {', '.join(rewards.REWARDS)}, "
                               "or a function given as package.module:function")
+    if r.audit_sample < 0:
+        raise ConfigError(f"reward.audit_sample must be >= 0 (0 = off), got {r.audit_sample}")
+    if r.policy not in ("strict", "lenient"):
+        raise ConfigError(f"reward.policy must be strict or lenient, got {r.policy!r}")
     if not 0 <= r.prm_rule_weight <= 1:
         raise ConfigError(f"reward.prm_rule_weight must lie in [0, 1], got {r.prm_rule_weight}")
     if not 0 < r.prm_threshold <= 1:

@@ -195,7 +195,11 @@ class RewardConfig:
     workers: int = 2
     """Processes that score completions in parallel."""
     timeout: float = 5.0
-    """Seconds one equivalence check may take before it counts as wrong."""
+    """Seconds one completion's outcome check may take in all (reading, every comparison) before it counts as wrong."""
+    audit_sample: int = 16
+    """Completions per step graded again by math-verify; `reward/disagree_mv` logs how often it and our checker disagree (cases in <run>/audit_mv.jsonl, a warning when it climbs). 0 = off."""
+    policy: Literal["strict", "lenient"] = "strict"
+    """Answer policy of the correct/steps rewards: `strict` pays only one final statement that parses completely in the closed answer grammar (rewards/grammar, docs/rewards.md); `lenient` reads natural forms (for evaluating other models)."""
     sandbox_backend: str = "auto"
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
     truncated_zero: bool = False

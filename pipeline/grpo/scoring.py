@@ -31,7 +31,7 @@ def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
     is not in the weights. ``reward.truncated_zero``: the weighted sum is 0 for a completion that
     hit max_new_tokens (its components are still logged as scored)."""
     combined = rewards.CombinedReward(cfg.weights, timeout=cfg.timeout, sandbox_backend=cfg.sandbox_backend,
-                                      always=(OUTCOME,))
+                                      always=(OUTCOME,), policy=cfg.policy)
 
     def score(ep: Episode) -> dict[str, float]:
         return combined.components(ep.completion, ep.gold, cfg.style)

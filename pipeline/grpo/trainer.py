@@ -54,6 +54,7 @@ from pipeline.grpo.components import QuestionSampler, TrainState, build_optimize
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.precision import autocast_for
+from pipeline.grpo.reward_audit import RewardAudit
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
 from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
@@ -102,6 +103,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
                disable=not main_rank)
     if cfg.train.eval_every and cfg.train.eval_on_start and start == 0 and _evaluates_here(state, main_rank):
         log.log(0, _periodic_eval(cfg, state, evaluate, layout.eval_dir(run_dir, "step_0") if main_rank else None, 0))
+    reward_audit = RewardAudit(cfg.reward, run_dir if main_rank else None)
     for step in bar:
         timer: dict[str, float] = {}
         batch = make_batch(cfg, state, timer)
@@ -112,6 +114,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
         metrics = step_metrics(cfg, view, update, timer)
+        if main_rank:
+            metrics.update(reward_audit.step(step, view.episodes))
         if cfg.train.eval_every and _evaluates_here(state, main_rank) and (
                 step % cfg.train.eval_every == 0 or step == cfg.train.steps):
             out_dir = layout.eval_dir(run_dir, f"step_{step}") if main_rank else None
