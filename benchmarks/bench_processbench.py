@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewards.step_check import (PUBLISHED, RuleStepScorer, evaluate_step_checker,  # noqa: E402
+from rewards.steps.scorers import (PUBLISHED, RuleStepScorer, evaluate_step_checker,  # noqa: E402
                                 format_table)
 
 

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-math-verify", action="store_true")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose rewards package to score with")
     parser.add_argument("--policy", choices=("lenient", "strict"), default="lenient",
-                        help="answer policy of `check` (strict: the closed grammar, rewards/grammar)")
+                        help="answer policy of `check` (strict: the closed grammar, rewards/outcome/strict.py)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.root.resolve()))
     import rewards

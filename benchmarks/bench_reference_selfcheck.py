@@ -6,7 +6,7 @@ scored against its own gold answer must score 1.0. Prints the count and every fa
 DATA_DIR holds `gsm8k/{train,test}.jsonl.gz` and `math/full/{train,test}.jsonl.gz` (default:
 the repo's data/raw). Golds are read as the data stage reads them: the text after GSM8K's
 last `####` (thousands commas dropped), MATH's shipped `answer` or else the last box group of
-the solution (`rewards.extract.reference_answer`). `--root` scores with another checkout's
+the solution (`rewards.answers.extract.reference_answer`). `--root` scores with another checkout's
 `rewards` package.
 """
 
@@ -56,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(args.root.resolve()))
     import rewards
     from rewards import check
-    from rewards.boxed import last_boxed
+    from rewards.answers.boxed import last_boxed
 
     try:
-        from rewards.extract import reference_answer
+        from rewards.answers.extract import reference_answer
     except ImportError:  # an older checkout: the MATH convention, the last box
         reference_answer = last_boxed
     print(f"rewards from {Path(rewards.__file__).parent}; data from {args.data}")

@@ -9,19 +9,19 @@ in killable worker processes with a hard timeout, so every call works from any t
 returns in bounded time. Never imports torch; the code reward imports `sandbox` lazily.
 """
 
-from rewards.boxed import last_boxed
-from rewards.code import code_reward
-from rewards.equiv import is_equiv
-from rewards.extract import extract_answer
-from rewards.outcome import RewardResult, check, format_reward, score_completion
+from rewards.answers.boxed import last_boxed
+from rewards.answers.extract import extract_answer
+from rewards.equivalence.equiv import is_equiv
+from rewards.outcome.answer import RewardResult, check, format_reward, score_completion
+from rewards.outcome.code import code_reward
 from rewards.registry import REWARDS, CombinedReward, build_reward, combine, get_reward, score_batch
-from rewards.steps import StepReward, step_rewards
+from rewards.steps.reward import StepReward, step_rewards
 
 
 def warmup(workers: int | None = None) -> bool:
     """Start the symbolic worker processes now and wait for them (about a second), so the
     first checks of a run do not pay for it. Optional: checks start them on demand."""
-    from rewards.symbolic import get_pool
+    from rewards.equivalence.symbolic import get_pool
 
     return get_pool(workers).warm()
 

@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from rewards.equiv import EQUAL, equiv_status
-from rewards.extract import STYLES, extract_answer
+from rewards.answers.extract import STYLES, extract_answer
+from rewards.equivalence.equiv import EQUAL, equiv_status
 from rewards.registry import score_batch
 
 

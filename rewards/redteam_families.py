@@ -111,7 +111,7 @@ def run_families(check: Callable, bases, seed: int = 0, policy_kw: dict | None =
                  ) -> Iterator[tuple[str, str, str, float, bool, float]]:
     """(family, completion, gold, score, exploit, seconds) over every base."""
     from rewards.redteam import _wrong_value, _with_final
-    from rewards.steps import step_rewards, steps_score
+    from rewards.steps.reward import step_rewards, steps_score
 
     kw = policy_kw or {}
     rng = random.Random(seed)

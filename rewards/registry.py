@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from typing import Callable, Sequence
 
-from rewards.code import code_reward, default_runner
-from rewards.outcome import RewardResult, check, format_reward, score_completion
-from rewards.steps import steps_score
+from rewards.outcome.answer import RewardResult, check, format_reward, score_completion
+from rewards.outcome.code import code_reward, default_runner
+from rewards.steps.reward import steps_score
 
 RewardFn = Callable[..., float]
 
@@ -31,7 +31,7 @@ def _code(completion: str, gold: str, style: str = "auto") -> float:
 
 
 def _steps(completion: str, gold: str, style: str = "auto") -> float:
-    """Outcome x share of judged steps that are right (`rewards.steps.steps_score`): 0 for a
+    """Outcome x share of judged steps that are right (`rewards.steps.reward.steps_score`): 0 for a
     wrong answer however its steps look."""
     return steps_score(completion, gold, style)
 
@@ -55,7 +55,7 @@ def get_reward(name: str) -> RewardFn:
 def build_reward(name: str, *, timeout: float = 5.0, sandbox_backend: str = "auto",
                  policy: str = "lenient") -> RewardFn:
     """REWARDS[name] with its options bound: the per-completion timeout and the answer policy
-    (`strict`/`lenient`, `rewards.outcome.check`) for "correct" and "steps", the sandbox backend
+    (`strict`/`lenient`, `rewards.outcome.answer.check`) for "correct" and "steps", the sandbox backend
     for "code" (RewardConfig.timeout / .policy / .sandbox_backend). A name of
     the form ``package.module:function`` is a user function with the registry's signature, imported."""
     if ":" in name:
@@ -121,7 +121,7 @@ def score_batch(completions: Sequence[str], golds: Sequence[str], style: str = "
     """`check` over many pairs with `workers` threads (and as many symbolic worker processes)."""
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds")
-    from rewards.symbolic import get_pool
+    from rewards.equivalence.symbolic import get_pool
 
     get_pool(max(1, workers))
     out: list[RewardResult | None] = [None] * len(completions)

@@ -9,7 +9,7 @@ from pipeline.config import ConfigError, DataConfig
 from pipeline.config.checks import DATASETS
 from pipeline.data.prepare import SOURCES, gsm8k_gold, math_level, normalise, prepare
 from pipeline.data.problems import SYNTH, DataError, load_problems, read_jsonl
-from rewards.boxed import last_boxed
+from rewards.answers.boxed import last_boxed
 
 
 @pytest.fixture(scope="module")

@@ -58,18 +58,18 @@ def _with_ids(eps):
 def test_process_supervision_grades_the_outcome_once_per_completion(monkeypatch):
     """score_episodes grades each completion once; add_step_rewards reuses that grade (no second
     `check`), with the run's style and timeout."""
-    import rewards.outcome
+    import rewards.outcome.answer
     import rewards.registry
     from pipeline.grpo.scoring import add_step_rewards
 
     calls = []
-    real = rewards.outcome.check
+    real = rewards.outcome.answer.check
 
     def counting(completion, gold, style="auto", timeout=5.0, **kw):
         calls.append((completion, style, timeout))
         return real(completion, gold, style, timeout=timeout, **kw)
 
-    monkeypatch.setattr(rewards.outcome, "check", counting)
+    monkeypatch.setattr(rewards.outcome.answer, "check", counting)
     monkeypatch.setattr(rewards.registry, "check", counting)
     cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", timeout=2.5, workers=1)
     texts = ["a: <<3+4=7>>7\n#### 7", "a: <<3+4=8>>8\n#### 8", "#### 7"]

@@ -19,8 +19,8 @@ from pipeline.grpo.scoring import add_step_rewards, prm_step_probabilities
 from pipeline.models import load_policy
 from pipeline.prm import PRMError, PRMScorer, Qwen2ForProcessRewardModel, build_tiny_prm, load_prm
 from pipeline.prm.model import SEPARATOR
-from rewards.step_mix import StepMix, mix_scores, penalties
-from rewards.steps import split_steps
+from rewards.steps.mix import StepMix, mix_scores, penalties
+from rewards.steps.reward import split_steps
 
 SOLUTIONS = [  # different step counts, one with a false claim, one stepless
     ("Tom has 12 pens. He buys 5 more. He loses 3. How many?", "gets: <<12+5=17>>17\nloses: <<17-3=14>>14\n#### 14"),

@@ -1,4 +1,4 @@
-"""The second-grader audit (rewards.audit): math-verify's verdict on whole completions, run in
+"""The second-grader audit (rewards.outcome.audit): math-verify's verdict on whole completions, run in
 the killable workers, against ours; and the watch that flags a climbing disagreement rate."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from rewards import check
-from rewards.audit import DisagreementWatch, audit
+from rewards.outcome.audit import DisagreementWatch, audit
 
 
 def test_audit_finds_the_cases_where_the_graders_disagree():

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from rewards import check
-from rewards.extract import reference_answer
-from rewards.steps import check_steps
+from rewards.answers.extract import reference_answer
+from rewards.steps.reward import check_steps
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "raw"
 # Two MATH train problems whose reference solution boxes nothing (`\boxed{}`): no gold exists.

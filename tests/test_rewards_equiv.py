@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rewards import is_equiv
-from rewards.equiv import equiv_status
-from rewards.normalize import normalize
+from rewards.equivalence.equiv import equiv_status
+from rewards.equivalence.normalize import normalize
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,7 @@ def test_numeric_rejection_never_rejects_an_independent_rewrite():
     import sympy
     from math_verify import parse
 
-    from rewards.numeric import clearly_different
+    from rewards.equivalence.numeric import clearly_different
 
     checked = 0
     for gold in _math500():

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewards import check, extract_answer, format_reward, is_equiv, step_rewards, warmup
-from rewards.symbolic import get_pool
+from rewards.equivalence.symbolic import get_pool
 
 TIMEOUT = 2.0
 ADVERSARIAL = [
@@ -129,7 +129,7 @@ def test_rewards_does_not_import_torch_or_pipeline():
 def test_worker_exits_when_its_parent_is_killed(tmp_path):
     # the parent dies (SIGKILL, no atexit) while its worker is deep in a runaway computation
     code = ("import threading, os, time, rewards\n"
-            "from rewards.symbolic import get_pool\n"
+            "from rewards.equivalence.symbolic import get_pool\n"
             "p = get_pool(1); p.compare('1', '1', 30)\n"
             "print(p._all[0].proc.pid, flush=True)\n"
             "threading.Thread(target=lambda: rewards.is_equiv('(10^{100})!', '1', timeout=60)).start()\n"

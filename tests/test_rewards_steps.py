@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-import rewards.outcome
+import rewards.outcome.answer
 from rewards import REWARDS, RewardResult, build_reward, check, format_reward, step_rewards
-from rewards.arith import ParseError, evaluate
-from rewards.steps import StepRewardConfig, check_steps, split_steps, steps_score, trivial, used_claims
-from rewards.claims import check_claims
+from rewards.claims.arith import ParseError, evaluate
+from rewards.claims.judge import check_claims
+from rewards.steps.reward import StepRewardConfig, check_steps, split_steps, steps_score, trivial, used_claims
 
 SYNTH = "12 + 5 = <<12+5=17>>17\n17 * 3 = <<17*3=51>>51\n#### 51"
 
@@ -58,7 +58,7 @@ def test_outcome_is_reused_not_regraded(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("graded twice")
 
-    monkeypatch.setattr(rewards.outcome, "check", boom)
+    monkeypatch.setattr(rewards.outcome.answer, "check", boom)
     given = RewardResult(1.0, "51", "")
     assert step_rewards(SYNTH, gold="51", outcome=given)[-1].outcome == 1.0
     assert step_rewards(SYNTH, gold="51", outcome=0.0)[-1].outcome == 0.0  # a float score works too
@@ -75,13 +75,13 @@ def test_outcome_uses_the_runs_style_and_timeout(monkeypatch):
     assert step_rewards(text, gold="7", style="gsm8k")[-1].outcome == 1.0
     assert step_rewards(text, gold="7", style="math")[-1].outcome == 0.0
     seen = {}
-    real = rewards.outcome.check
+    real = rewards.outcome.answer.check
 
     def spy(completion, gold, style="auto", timeout=5.0, policy="lenient"):
         seen["timeout"], seen["style"] = timeout, style
         return real(completion, gold, style, timeout=timeout, policy=policy)
 
-    monkeypatch.setattr(rewards.outcome, "check", spy)
+    monkeypatch.setattr(rewards.outcome.answer, "check", spy)
     step_rewards(text, "7", "gsm8k", timeout=1.5)
     assert seen == {"timeout": 1.5, "style": "gsm8k"}
 
@@ -226,7 +226,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_text_is_bounded_and_never_raises(text):
-    from rewards.claims import claims_of
+    from rewards.claims.judge import claims_of
 
     t0 = time.monotonic()
     points = step_rewards(text, gold="1")

@@ -1,5 +1,5 @@
 """The strict answer policy (issue 31): pay only one final statement whose content parses
-completely in the closed grammar (rewards/grammar), under one deadline per completion."""
+completely in the closed grammar (rewards/equivalence/grammar, rewards/outcome/strict.py), under one deadline per completion."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import time
 import pytest
 
 from rewards import check
-from rewards.grammar import Unrecognized, parse_answer
+from rewards.equivalence.grammar.lexer import Unrecognized
+from rewards.equivalence.grammar.parser import parse_answer
 from rewards.redteam import load_bases
 from rewards.redteam_families import or_boxes, run_families
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rewards.claims import claims_of, moduli
-from rewards.equations import common_root, follows, polynomial
-from rewards.identities import degree, identity, proportional
-from rewards.latex_text import rewrite
+from rewards.claims.equations import common_root, follows, polynomial
+from rewards.claims.identities import degree, identity, proportional
+from rewards.claims.judge import claims_of, moduli
+from rewards.claims.latex_text import rewrite
 
 
 def verdicts(step: str) -> list[bool]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rewards.claims import check_claims
-from rewards.steps import check_steps, step_rewards, steps_score
+from rewards.claims.judge import check_claims
+from rewards.steps.reward import check_steps, step_rewards, steps_score
 
 
 @pytest.mark.parametrize("text", ["So 2 + 8 = 4, which is not wrong.", "2 + 8 = 4 (no mistake here)",

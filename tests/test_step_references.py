@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rewards.steps import check_steps
+from rewards.steps.reward import check_steps
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "raw"
 

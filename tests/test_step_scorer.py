@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rewards.step_check import (RuleStepScorer, StepScores, average_f1, evaluate_step_checker,
+from rewards.steps.scorers import (RuleStepScorer, StepScores, average_f1, evaluate_step_checker,
                                 first_below, steps_from_spans)
 
 STEPS = ["Each box holds 12 eggs and there are 3 boxes.", "So 3 * 12 = 36 eggs.",

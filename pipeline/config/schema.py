@@ -199,7 +199,7 @@ class RewardConfig:
     audit_sample: int = 16
     """Completions per step graded again by math-verify; `reward/disagree_mv` logs how often it and our checker disagree (cases in <run>/audit_mv.jsonl, a warning when it climbs). 0 = off."""
     policy: Literal["strict", "lenient"] = "strict"
-    """Answer policy of the correct/steps rewards: `strict` pays only one final statement that parses completely in the closed answer grammar (rewards/grammar, docs/rewards.md); `lenient` reads natural forms (for evaluating other models)."""
+    """Answer policy of the correct/steps rewards: `strict` pays only one final statement that parses completely in the closed answer grammar (rewards/outcome/strict.py, docs/rewards.md); `lenient` reads natural forms (for evaluating other models)."""
     sandbox_backend: str = "auto"
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
     truncated_zero: bool = False

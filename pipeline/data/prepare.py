@@ -28,7 +28,7 @@ from pathlib import Path
 from pipeline.config import DataConfig, RunConfig
 from pipeline.config.checks import DATASETS
 from pipeline.data.problems import FEW_SHOT_SOURCE, MIX, SYNTH, DataError, prepared_path
-from rewards.extract import reference_answer
+from rewards.answers.extract import reference_answer
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 def _fingerprint(cfg: DataConfig, dataset: str) -> str:
     """Hash of everything the outputs of ``dataset`` depend on."""
     h = hashlib.sha256()
-    gold_code = Path(inspect.getsourcefile(reference_answer))  # rewards/statements.py (+ boxed.py)
+    gold_code = Path(inspect.getsourcefile(reference_answer))  # rewards/answers/statements.py (+ boxed.py)
     code = [Path(__file__), gold_code, gold_code.with_name("boxed.py")]
     if dataset == SYNTH:
         code.append(Path(__file__).parent / "synth.py")

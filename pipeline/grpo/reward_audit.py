@@ -1,4 +1,4 @@
-"""Each training step, a second grader's view of the outcome reward (`rewards.audit`):
+"""Each training step, a second grader's view of the outcome reward (`rewards.outcome.audit`):
 `reward/disagree_mv` is the fraction of a seeded sample of the step's completions on which
 math-verify and our checker disagree; the disagreeing cases go to `<run>/audit_mv.jsonl`, and a
 rate that climbs well above the run's first steps prints a warning (the first sign of a policy
@@ -19,7 +19,7 @@ _CASES_PER_STEP = 8
 
 class RewardAudit:
     def __init__(self, cfg: RewardConfig, run_dir: Path | None):
-        from rewards.audit import DisagreementWatch
+        from rewards.outcome.audit import DisagreementWatch
 
         self.cfg = cfg
         self.path = None if run_dir is None else Path(run_dir) / "audit_mv.jsonl"
@@ -34,7 +34,7 @@ class RewardAudit:
         """The step's `reward/disagree_mv` ({} when off); writes the cases, warns on a climb."""
         if not self.enabled or not episodes:
             return {}
-        from rewards.audit import audit
+        from rewards.outcome.audit import audit
 
         result = audit([e.completion for e in episodes], [e.gold for e in episodes],
                        [e.rewards.get("correct", 0.0) for e in episodes], sample=self.cfg.audit_sample,

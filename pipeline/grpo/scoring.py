@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import rewards
 from pipeline.config import RewardConfig
 from pipeline.grpo.episodes import Episode, char_to_token_ends
-from rewards.step_mix import StepMix
-from rewards.steps import split_steps
+from rewards.steps.mix import StepMix
+from rewards.steps.reward import split_steps
 
 OUTCOME = "correct"
 
@@ -48,8 +48,8 @@ def add_step_rewards(episodes: list[Episode], cfg: RewardConfig, tokenizer, prm=
     """Fill ``step_rewards`` / ``step_ends`` (token indices) for process supervision. The outcome is
     the one ``score_episodes`` computed (``ep.rewards["correct"]``, graded with ``reward.style`` and
     ``reward.timeout``), reused, not graded again. With ``prm`` (a ``pipeline.prm.PRMScorer``), every
-    completion's steps (``rewards.steps.split_steps``) are scored in batches and combined with the
-    rule checks as ``reward.prm_mix`` says (``rewards.step_mix``)."""
+    completion's steps (``rewards.steps.reward.split_steps``) are scored in batches and combined with the
+    rule checks as ``reward.prm_mix`` says (``rewards.steps.mix``)."""
     probs = prm_step_probabilities(episodes, prm) if prm is not None else [None] * len(episodes)
     mix = StepMix(cfg.prm_mix, cfg.prm_rule_weight, cfg.prm_threshold)
     for ep, p in zip(episodes, probs):

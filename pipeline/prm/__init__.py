@@ -2,7 +2,7 @@
 
 `model.py` loads a PRM (the Qwen2.5-Math-PRM family, or a 2-label token classifier) and builds
 a tiny random one for tests; `scorer.py` turns (question, steps) into P(step good) per step,
-batched. How PRM scores combine with the rule checks is pure math in `rewards.step_mix`.
+batched. How PRM scores combine with the rule checks is pure math in `rewards.steps.mix`.
 `load_scorer(cfg)` builds the scorer a run config asks for (`reward.prm`).
 """
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from pipeline.prm.model import SEPARATOR
-from rewards.step_check import StepScores, first_below
+from rewards.steps.scorers import StepScores, first_below
 
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 

@@ -8,7 +8,7 @@ PATH is JSON lines with `dataset` (the subset), `question`, `steps` (list of str
 `first_error_step` (0-based, -1 when every step is correct), the layout of ProcessBench (Zheng
 et al. 2024). The PRM scores every solution in batches first (`reward.prm_batch_size`, on the
 GPU when there is one); `both` mixes it with the rules as `reward.prm_mix` says. The metric is
-`rewards.step_check.evaluate_step_checker`: per subset accuracy on erroneous and on correct
+`rewards.steps.scorers.evaluate_step_checker`: per subset accuracy on erroneous and on correct
 solutions, their F1, flag precision; the headline is the mean subset F1.
 """
 
@@ -19,8 +19,8 @@ import sys
 import time
 
 from pipeline.config import ConfigError, RunConfig
-from rewards.step_check import PUBLISHED, RuleStepScorer, evaluate_step_checker, format_table
-from rewards.step_mix import MixedStepScorer, StepMix
+from rewards.steps.mix import MixedStepScorer, StepMix
+from rewards.steps.scorers import PUBLISHED, RuleStepScorer, evaluate_step_checker, format_table
 
 SCORERS = ("rules", "prm", "both")
 

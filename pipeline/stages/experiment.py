@@ -104,7 +104,7 @@ def summarise(curves: dict[str, dict[int, list[tuple[int, float]]]], start_acc: 
 def step_signal(results_files: list[Path]) -> dict[str, int]:
     """Eval completions sorted by (outcome right/wrong) x (a step claim refuted or not): where the
     rule step signal and the outcome agree, and where the step signal is silent on a wrong answer."""
-    from rewards.steps import check_steps
+    from rewards.steps.reward import check_steps
 
     counts = {"right_clean": 0, "right_flagged": 0, "wrong_flagged": 0, "wrong_silent": 0, "wrong_truncated": 0}
     for path in results_files:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 
-from rewards.extract import reference_answer
+from rewards.answers.extract import reference_answer
 
 
 def gold_answer(value) -> str | None:
     """The final answer in a gold field; None when the field is empty (no gold for this row).
 
     Text after the last `####` (thousands commas dropped) if there is one, else the content of
-    the last box group (`rewards.extract.reference_answer`: boxes side by side are one answer),
+    the last box group (`rewards.answers.extract.reference_answer`: boxes side by side are one answer),
     else the stripped text itself. Numbers become text.
     """
     if value is None:

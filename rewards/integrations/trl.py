@@ -15,7 +15,7 @@ nothing to the weighted sum). Completions are text, or a list of messages for ch
   `gold.gold_answer`); `None` for rows whose gold is empty. Also logs `<name>_pred` and
   `<name>_reason` columns to TRL's completions table.
 - format: `rewards.format_reward` (one final answer in the expected form, nothing after it).
-- steps: `REWARDS["steps"]` against the same gold column (`rewards.steps.steps_score`: the
+- steps: `REWARDS["steps"]` against the same gold column (`rewards.steps.reward.steps_score`: the
   outcome times the share of judged steps that are right, so a wrong answer earns nothing from
   its steps); `None` for rows whose gold is empty.
 Make variants with `make_accuracy_reward(gold_column=..., style=...)` and the like. Nothing here
@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from rewards.integrations.gold import completion_text, gold_answer
-from rewards.outcome import format_reward as _format_reward
+from rewards.outcome.answer import format_reward as _format_reward
 from rewards.registry import score_batch
-from rewards.steps import steps_score
+from rewards.steps.reward import steps_score
 
 DEFAULT_GOLD_COLUMNS = ("answer", "solution")
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from rewards.extract import STYLES
+from rewards.answers.extract import STYLES
 from rewards.integrations.gold import gold_answer
-from rewards.outcome import RewardResult, check, format_reward
+from rewards.outcome.answer import RewardResult, check, format_reward
 
 DATA_SOURCE_STYLES = {
     "openai/gsm8k": "gsm8k",

@@ -1,0 +1,49 @@
+"""Final-answer extraction from a completion (`extract_answer`, `read_final`).
+
+One policy for every style (`rewards.answers.statements`): the final answer is the last answer
+statement - a box group, a `####` line or an answer marker ("The answer is", "Final Answer:",
+"**Answer:**", "A:") - and a statement that hedges, negates or offers alternatives gives no
+single answer. Without any statement the last sentence that has math is read, unless the text
+stops mid-sentence. Styles differ only there: "math" reads math environments only, "gsm8k"
+and "auto" also plain numbers. All scanning is linear-time string work on capped spans;
+nothing here can hang on hostile input.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rewards.answers.span import Reading
+from rewards.answers.statements import final_reading, reference_answer
+
+__all__ = ["STYLES", "extract_answer", "read_final", "reference_answer"]
+
+STYLES = ("auto", "gsm8k", "math")
+
+_PLAIN_NUMBER = re.compile(r"^[$€£]?(-?)[$€£]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\.?$")
+
+
+def read_final(text: str, style: str = "auto") -> Reading:
+    """What the completion's final answer statement says (answer, or why there is none)."""
+    if style not in STYLES:
+        raise ValueError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
+    if not isinstance(text, str) or not text:
+        return Reading(None)
+    reading, _kind = final_reading(text.replace("\x00", ""), style)
+    if reading.answer is None:
+        return reading
+    answer = reading.answer.strip()
+    return Reading(_clean_number(answer) or answer) if answer else Reading(None)
+
+
+def extract_answer(text: str, style: str = "auto") -> str | None:
+    """The final answer written in `text`, or None when there is no single one (see module
+    docstring). Plain numbers come back without thousands commas or currency signs."""
+    return read_final(text, style).answer
+
+
+def _clean_number(s: str) -> str | None:
+    m = _PLAIN_NUMBER.match(s)
+    if m is None:
+        return None
+    return m.group(1) + m.group(2).replace(",", "") + (m.group(3) or "")
