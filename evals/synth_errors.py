@@ -25,10 +25,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pipeline.data.synth import apply, buggy_result, has_bug_site
+from pipeline.data.synth import STEP_RE, apply, buggy_result, has_bug_site
 
 KINDS = ("right", "carry bug", "false arithmetic", "missing line", "wrong numbers")
-STEP_RE = re.compile(r"<<\s*(\d+)\s*([-+*/])\s*(\d+)\s*=\s*(-?\d+)\s*>>")
 
 __all__ = ["KINDS", "breakdown", "classify", "expected_lines", "main"]
 

@@ -12,3 +12,13 @@ def char_count(completion: str, gold: str, style: str = "auto") -> float:
     almost never tie, so a small weight of it gives every group a learning signal even when no
     sample happens to hold a digit (tests that assert a non-zero gradient on every step)."""
     return len(completion) / 100
+
+
+def sft_cfg(tiny_setup, tmp_path, *extra):
+    """A run config for a short SFT of the session's tiny model into ``tmp_path/sft`` (``extra``: more overrides)."""
+    from pipeline.config import load_run_config
+
+    overrides, root = tiny_setup
+    return load_run_config(None, [*overrides, f"sft.init={root}/tiny", f"sft.output={tmp_path}/sft", "device=cpu",
+                                  "sft.batch_size=8", "sft.lr=3e-3", "sft.warmup_steps=5", "eval.max_new_tokens=16",
+                                  *extra])

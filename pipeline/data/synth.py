@@ -29,6 +29,7 @@ Two more knobs exist for measuring generalisation (docs/cpu_default.md):
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 from pipeline.config import DataConfig
@@ -50,6 +51,9 @@ PHRASES: dict[str, tuple[str, list[str]]] = {
 DISTRACTORS = ["It is a sunny day.", "{f} visits {n}.", "{p} smiles.", "{f} likes {item}.", "{p} sings a song."]
 SAME = ""  # the op of a distractor "step": the value stays the same
 LONGER = "test_longer"  # the split with one calculation more than any train/test problem
+# A calculator step ``<<a op b=c>>`` (``format_step``) read leniently, as models may write it: spaces
+# allowed, a negative result kept; groups a, op, b, c.
+STEP_RE = re.compile(r"<<\s*(\d+)\s*([-+*/])\s*(\d+)\s*=\s*(-?\d+)\s*>>")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,11 @@ def apply(op: str, a: int, b: int) -> int:
     if op == "*":
         return a * b
     return a // b
+
+
+def format_step(a: int, op: str, b: int, result: int) -> str:
+    """A calculator step as a solution line writes it: the annotation, then the result."""
+    return f"<<{a}{op}{b}={result}>>{result}"
 
 
 def has_bug_site(op: str, a: int, b: int) -> bool:
@@ -141,7 +150,7 @@ def _add_distractors(rng: random.Random, most: int, steps: list[Step], start: in
 def format_solution(steps: list[Step]) -> str:
     """GSM8K-style solution text: one annotated line per step (``same: <value>`` for a distractor
     sentence), then ``#### answer``."""
-    lines = [f"same: {s.result}" if s.op == SAME else f"{PHRASES[s.op][0]}: <<{s.a}{s.op}{s.b}={s.result}>>{s.result}"
+    lines = [f"same: {s.result}" if s.op == SAME else f"{PHRASES[s.op][0]}: {format_step(s.a, s.op, s.b, s.result)}"
              for s in steps]
     return "\n".join(lines + [f"#### {steps[-1].result}"])
 
@@ -197,4 +206,5 @@ def num_steps(record: dict) -> int:
     return record["solution"].count("<<")
 
 
-__all__ = ["LONGER", "Step", "format_solution", "generate", "generate_longer", "make_problem", "num_steps"]
+__all__ = ["LONGER", "STEP_RE", "Step", "apply", "buggy_result", "format_solution", "format_step", "generate",
+           "generate_longer", "has_bug_site", "make_problem", "num_steps"]

@@ -14,9 +14,10 @@ Each (warm start, SFT seed) is a lane: its SFT, its "before" evals, then its GRP
 ``workers`` lanes run at once in separate processes, each with the config's ``threads`` (on a
 2-core machine, 2 lanes of 1 thread each take half the wall time of one; the numbers do not
 depend on it: every run is seeded and pinned by pipeline/determinism.py). A finished cell (its
-config and accuracies in ``cell.json`` of the run directory) is read back instead of rerun, so an
-interrupted grid continues where it stopped, and ``table_only`` tabulates the finished cells of
-the chosen seeds without running anything (a missing one is named). ``starts`` picks the warm
+accuracies in ``cell.json`` of the run directory, current while its config and SFT model are the
+same: pipeline/freshness.py) is read back instead of rerun, so an interrupted grid continues where
+it stopped, and ``table_only`` tabulates the finished cells of the chosen seeds without running
+anything (a missing one is named). ``starts`` picks the warm
 starts (``corrupted``: the config's own corruption; ``clean``). The SFT model of the config's own
 seed and corruption is the one `make train` uses (same directories, skipped when up to date).
 """
@@ -30,7 +31,7 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from pipeline import layout
+from pipeline import freshness, layout
 from pipeline.config import ConfigError, RunConfig, to_dict
 
 SFT_SEEDS = (0, 1, 2)
@@ -71,17 +72,18 @@ def _accuracies(results: dict[str, dict]) -> dict[str, float]:
 
 
 def sft_before(sft_cfg: RunConfig, where: Path) -> dict[str, float]:
-    """The "before" accuracies of an SFT model, read back when the model (its SFT stamp) and the
-    config are those of the saved ones."""
+    """The "before" accuracies of an SFT model, read back when they were made from the same SFT
+    model (its fingerprint, ``stages.sft.fingerprint``) and the same config."""
     from pipeline.stages.run import eval_all, eval_plan
+    from pipeline.stages.sft import fingerprint
 
-    stamp = json.loads((Path(sft_cfg.sft.output) / "sft_report.json").read_text())["stamp"]
-    key = {"sft_stamp": stamp, "config": to_dict(sft_cfg)}
     saved = where / "before.json"
-    if saved.is_file() and json.loads(saved.read_text())["key"] == key:
-        return json.loads(saved.read_text())["before"]
+    fp = freshness.fingerprint({"sft": fingerprint(sft_cfg), "config": to_dict(sft_cfg)})
+    if freshness.is_current(saved, fp):
+        return json.loads(saved.read_text())
     before = _accuracies(eval_all(eval_plan(sft_cfg), sft_cfg.sft.output, where, "before"))
-    saved.write_text(json.dumps({"key": key, "before": before}, indent=1))
+    saved.write_text(json.dumps(before, indent=1))
+    freshness.mark_current(saved, fp)
     return before
 
 
@@ -89,31 +91,34 @@ def _cell_file(run_cfg: RunConfig) -> Path:
     return layout.run_dir(run_cfg) / "cell.json"
 
 
-def saved_cell(run_cfg: RunConfig, before: dict[str, float] | None = None) -> dict | None:
-    """The saved result of a cell when its config (and, if given, its "before" numbers) match."""
+def cell_fingerprint(run_cfg: RunConfig, sft_cfg: RunConfig) -> str:
+    """What a cell's result depends on: its config and the SFT model it starts from."""
+    from pipeline.stages.sft import fingerprint
+
+    return freshness.fingerprint({"sft": fingerprint(sft_cfg), "config": to_dict(run_cfg)})
+
+
+def saved_cell(run_cfg: RunConfig, sft_cfg: RunConfig) -> dict | None:
+    """The saved result of a cell made with this config from this SFT model, or None."""
     saved = _cell_file(run_cfg)
-    if not saved.is_file():
-        return None
-    cell = json.loads(saved.read_text())
-    if cell["config"] != to_dict(run_cfg) or (before is not None and cell["before"] != before):
-        return None
-    return cell
+    return json.loads(saved.read_text()) if freshness.is_current(saved, cell_fingerprint(run_cfg, sft_cfg)) else None
 
 
-def run_cell(run_cfg: RunConfig, before: dict[str, float]) -> dict:
-    """GRPO + the after evals of one cell, or its saved result when the config is the same."""
+def run_cell(run_cfg: RunConfig, sft_cfg: RunConfig, before: dict[str, float]) -> dict:
+    """GRPO + the after evals of one cell, or its saved result when it is current."""
     from pipeline.stages.run import eval_all, eval_plan
     from pipeline.stages.train import main as train
 
     run_dir = layout.run_dir(run_cfg)
-    if (cell := saved_cell(run_cfg, before)) is not None:
+    if (cell := saved_cell(run_cfg, sft_cfg)) is not None:
         print(f"seed-grid: {run_cfg.name} done before; read back")
         return cell
     if train(run_cfg):
         raise RuntimeError(f"seed-grid: GRPO run {run_cfg.name} failed (see its output above)")
     after = _accuracies(eval_all(eval_plan(run_cfg), str(layout.final_dir(run_dir)), run_dir, "after"))
-    cell = {"config": to_dict(run_cfg), "name": run_cfg.name, "grpo_seed": run_cfg.seed, "before": before, "after": after}
+    cell = {"name": run_cfg.name, "grpo_seed": run_cfg.seed, "before": before, "after": after}
     _cell_file(run_cfg).write_text(json.dumps(cell, indent=1))
+    freshness.mark_current(_cell_file(run_cfg), cell_fingerprint(run_cfg, sft_cfg))
     return cell
 
 
@@ -195,7 +200,7 @@ def run_lane(cfg: RunConfig, start: str, sft_seed: int, sft_cfg: RunConfig, grpo
     determinism.apply(cfg, f"seed-grid {start} sft{sft_seed}")
     sft.main(sft_cfg)
     before = sft_before(sft_cfg, out / "before" / f"{start.replace(' ', '-')}-sft{sft_seed}")
-    return [{**run_cell(grpo_config(sft_cfg, start, sft_seed, seed, cfg), before), "start": start,
+    return [{**run_cell(grpo_config(sft_cfg, start, sft_seed, seed, cfg), sft_cfg, before), "start": start,
              "sft_seed": sft_seed} for seed in grpo_seeds]
 
 
@@ -204,17 +209,17 @@ def read_lane(cfg: RunConfig, start: str, sft_seed: int, sft_cfg: RunConfig, grp
     cells = []
     for seed in grpo_seeds:
         run_cfg = grpo_config(sft_cfg, start, sft_seed, seed, cfg)
-        cell = saved_cell(run_cfg)
+        cell = saved_cell(run_cfg, sft_cfg)
         if cell is None:
-            print(f"seed-grid: {run_cfg.name} not finished (no cell.json for this config); left out of the table")
+            print(f"seed-grid: {run_cfg.name} not finished (no cell.json for this config and SFT model); "
+                  "left out of the table")
             continue
         cells.append({**cell, "start": start, "sft_seed": sft_seed})
     return cells
 
 
 def _write_results(out: Path, cells: list[dict], summary: dict) -> None:
-    rows = [{k: v for k, v in c.items() if k != "config"} for c in cells]
-    (out / "results.json").write_text(json.dumps({"summary": summary, "cells": rows}, indent=1))
+    (out / "results.json").write_text(json.dumps({"summary": summary, "cells": cells}, indent=1))
 
 
 def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tuple[int, ...] = GRPO_SEEDS,
@@ -249,5 +254,5 @@ def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tup
     return 0
 
 
-__all__ = ["GRPO_SEEDS", "SFT_SEEDS", "STARTS", "grpo_config", "lanes", "main", "saved_cell", "sft_config", "summarise",
-           "warm_starts", "write_table"]
+__all__ = ["GRPO_SEEDS", "SFT_SEEDS", "STARTS", "cell_fingerprint", "grpo_config", "lanes", "main", "saved_cell",
+           "sft_config", "summarise", "warm_starts", "write_table"]
