@@ -11,6 +11,19 @@ from typing import Literal
 
 from pipeline.config import checks
 
+MIX = "+"  # joins the datasets of a mixture in train.task, sft.task, eval.dataset: gsm8k+math
+# Choice lists the config refers to, written once here; code reads them with typing.get_args, and the
+# code that implements each name is tested to agree (tests/test_config_fields.py).
+Dataset = Literal["gsm8k", "math", "math500", "gsm-synth"]  # prepared by `mathrl data` (data/prepare.py)
+Split = Literal["train", "test", "test_longer"]  # splits of a prepared dataset (test_longer: gsm-synth's)
+SynthOp = Literal["+", "-", "*", "/"]  # gsm-synth's operations (data/synth.py)
+Stage = Literal["build-tiny", "sft", "train", "eval"]  # what `mathrl run` may run, in this order
+Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]  # train.report_to (grpo/trackers.py)
+TemplateName = Literal["gsm8k", "gsm8k_boxed", "math", "qwen_math", "verl_gsm8k", "plain"]  # prompts.TEMPLATES
+SandboxBackend = Literal["auto", "docker", "bwrap", "process"]  # sandbox.BACKENDS, or auto
+StepScorer = Literal["rules", "prm", "both"]  # `mathrl eval-prm --scorer`
+WarmStart = Literal["corrupted", "clean"]  # `mathrl seed-grid --warm-starts`
+
 # The objective's choices, each listed once; the registries that implement them (pipeline/grpo/losses.py,
 # advantages.py, rollout/tis.py) are keyed by these names and read them with typing.get_args.
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
@@ -34,7 +47,7 @@ class DataConfig:
     """Folder of the shipped raw files (gzipped JSONL, see data/README.md)."""
     prepared_dir: str = "data/prepared"
     """Output folder: `<dataset>/<split>.jsonl` in the prepared schema (pipeline/data/problems.py)."""
-    datasets: list[str] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
+    datasets: list[Dataset] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
     """Which datasets to prepare: any of gsm8k, math, math500, gsm-synth."""
     dedup_math_train: bool = True
     """Drop MATH train problems whose text also appears in MATH-500 (count is reported)."""
@@ -48,7 +61,7 @@ class DataConfig:
     """gsm-synth: most arithmetic steps per problem."""
     synth_max_number: int = 20
     """gsm-synth: largest number that appears in a problem statement."""
-    synth_ops: list[str] = field(default_factory=lambda: ["+", "-", "*"])
+    synth_ops: list[SynthOp] = field(default_factory=lambda: ["+", "-", "*"])
     """gsm-synth: operations used in the steps (any of + - * /; / only where it divides evenly)."""
     synth_max_factor: int = 5
     """gsm-synth: largest multiplier / divisor in * and / steps."""
@@ -113,12 +126,15 @@ class ModelConfig:
 class PromptConfig:
     """How a problem becomes a prompt (templates live in pipeline/prompts.py)."""
 
-    template: str = "gsm8k"
-    """Prompt template name: `gsm8k` (#### answer), `math` (\\boxed{}), `plain` (question only)."""
+    template: TemplateName = "gsm8k"
+    """Prompt template name: `gsm8k` (#### answer), `math` (\\boxed{}), `plain` (question only); all in pipeline/prompts.py."""
     chat: bool = True
     """Wrap the prompt with the tokenizer's chat template (if it has one)."""
     few_shot: int = 0
     """Number of worked examples put in front of the question (GSM8K 8-shot uses 8)."""
+
+    def __post_init__(self):
+        checks.check_prompt(self)
 
 
 @dataclass
@@ -196,7 +212,7 @@ class RewardConfig:
     """Processes that score completions in parallel."""
     timeout: float = 5.0
     """Seconds one equivalence check may take before it counts as wrong."""
-    sandbox_backend: str = "auto"
+    sandbox_backend: SandboxBackend = "auto"
     """Sandbox backend for the code reward: auto, docker, bwrap or process."""
     truncated_zero: bool = False
     """Training reward 0 for completions cut at rollout.max_new_tokens (finish_reason=length), as Oat's Dr. GRPO recipe; they stay in the loss (train.mask_truncated drops them instead)."""
@@ -311,7 +327,7 @@ class TrainConfig:
     """Also run the periodic eval before the first step (logged as step 0), as TRL's eval_on_start."""
     log_samples: int = 2
     """Sample completions written to samples.jsonl per step."""
-    report_to: list[str] = field(default_factory=lambda: ["auto"])
+    report_to: list[Literal[Tracker, "auto", "none"]] = field(default_factory=lambda: ["auto"])
     """Trackers that get every metrics.jsonl row and the resolved config: any of tensorboard, wandb, trackio, mlflow (each must be installed); `[auto]` = tensorboard if installed, else none; `[]` = metrics.jsonl only. Stores: WANDB_MODE/WANDB_DIR (default the run dir), TRACKIO_DIR, MLFLOW_TRACKING_URI."""
     tracker_project: str = "mathrl"
     """Project (W&B, Trackio) or experiment (MLflow) the trackers file the run under; the run is named `name`."""
@@ -358,6 +374,9 @@ class SFTConfig:
     eval_limit: int = 200
     """Test problems for the greedy accuracy printed after training (0 = skip)."""
 
+    def __post_init__(self):
+        checks.check_sft(self)
+
 
 @dataclass
 class EvalConfig:
@@ -367,9 +386,9 @@ class EvalConfig:
     """What `mathrl eval` evaluates: a hub id, model dir, LoRA adapter dir, run dir or checkpoint; empty = the run's trained model `<output_dir>/<name>/final` if it exists, else model.name_or_path."""
     dataset: str = "gsm-synth"
     """gsm8k, math, math500, gsm-synth, or a JSONL path in the prepared schema."""
-    split: str = "test"
+    split: Split = "test"
     """Split of a prepared dataset."""
-    extra_splits: list[str] = field(default_factory=list)
+    extra_splits: list[Split] = field(default_factory=list)
     """More splits of the same dataset evaluated with the same settings by `mathrl run` (before and after) and the periodic eval, e.g. gsm-synth's `test_longer`."""
     limit: int = 0
     """Evaluate only the first N problems (0 = all)."""
@@ -414,7 +433,7 @@ class RunConfig:
     """Seed for sampling, data order and initialisation."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """`auto` (cuda if torch sees a GPU, else cpu with a warning on stderr), `cpu`, or `cuda` (stops when there is no GPU); under torchrun it also picks the backend: gloo for cpu, NCCL for cuda."""
-    stages: list[str] = field(default_factory=lambda: ["train", "eval"])
+    stages: list[Stage] = field(default_factory=lambda: ["train", "eval"])
     """What `mathrl run` (`make train`) does, in order: any of build-tiny, sft, train, eval."""
     threads: int = 0
     """torch CPU threads for every stage, set and printed at its start (0 = torch's default, one per core: results may then depend on the machine's core count). Overrides OMP_NUM_THREADS."""
