@@ -301,6 +301,13 @@ def check_run(cfg) -> None:
         raise ConfigError(f"seed must be >= 0, got {cfg.seed}")
     if len(set(cfg.stages)) != len(cfg.stages):
         raise ConfigError(f"stages must not repeat a stage, got {cfg.stages}")
+    evaluated = {"eval.dataset": cfg.eval.dataset}
+    if cfg.train.eval_every:  # the periodic eval reads the task's test split
+        evaluated["train.task"] = cfg.train.task
+    for key, value in evaluated.items() if cfg.prompt.few_shot else ():
+        if value not in get_args(_schema().Dataset):  # its train split supplies the examples
+            raise ConfigError(f"prompt.few_shot={cfg.prompt.few_shot} needs {key} to be one prepared dataset "
+                              f"({', '.join(get_args(_schema().Dataset))}), got {value!r}; set prompt.few_shot=0")
     if cfg.reward.truncated_zero and cfg.train.advantage == "process":
         raise ConfigError("reward.truncated_zero is for outcome supervision; with train.advantage=process "
                           "use train.mask_truncated=true to drop truncated completions")
@@ -341,8 +348,11 @@ def check_objective(cfg) -> None:
 
 
 def check_options(cfg, stage: str, options: dict) -> None:
-    """The options of `mathrl eval-prm` (``scorer``) and `mathrl seed-grid` (``starts``) against
-    the config they run with; the command runs this with the config's checks, before the stage."""
+    """The options of `mathrl plan`, `mathrl eval-prm` (``scorer``) and `mathrl seed-grid`
+    (``starts``), some against the config they run with; the command runs this with the config's
+    checks, before the stage."""
+    if stage == "plan" and not (options["gpu_mem"] > 0 and options["ranks"] >= 1 and options["prompt_tokens"] >= 0):
+        raise ConfigError("plan: --gpu-mem must be > 0, --ranks >= 1, --prompt-tokens >= 0")
     scorers = get_args(_schema().StepScorer)
     if stage == "eval-prm" and options["scorer"] not in scorers:
         raise ConfigError(f"--scorer must be one of {', '.join(scorers)}, got {options['scorer']!r}")
