@@ -264,3 +264,14 @@ def test_choice_lists_agree_with_the_code():
     assert get_args(schema.SandboxBackend) == ("auto", *sandbox.BACKENDS)
     assert set(get_args(schema.Stage)) <= set(cli.STAGES)
     assert cli.seed_grid_starts() == get_args(schema.WarmStart)
+    # names whose code lives where the schema cannot be imported (rewards is standalone; device.py
+    # and determinism.py sit beside config on the bottom layer) or that map a name to its numbers
+    from pipeline.determinism import ISA_ENV
+    from pipeline.plan.report import DTYPE_BYTES
+    from rewards.extract import STYLES
+
+    hints = leaf_fields()
+    assert get_args(hints["reward.style"]) == STYLES
+    assert set(get_args(hints["cpu_isa"])) == {"", *ISA_ENV}
+    assert get_args(hints["model.dtype"]) == tuple(DTYPE_BYTES)
+    assert {t.style for t in prompts.TEMPLATES.values()} <= set(STYLES)

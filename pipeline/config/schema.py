@@ -17,6 +17,7 @@ MIX = "+"  # joins the datasets of a mixture in train.task, sft.task, eval.datas
 Dataset = Literal["gsm8k", "math", "math500", "gsm-synth"]  # prepared by `mathrl data` (data/prepare.py)
 Split = Literal["train", "test", "test_longer"]  # splits of a prepared dataset (test_longer: gsm-synth's)
 SynthOp = Literal["+", "-", "*", "/"]  # gsm-synth's operations (data/synth.py)
+Supervision = Literal["outcome", "process"]  # train.advantage; `mathrl experiment` runs both
 Stage = Literal["build-tiny", "sft", "train", "eval"]  # what `mathrl run` may run, in this order
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]  # train.report_to (grpo/trackers.py)
 TemplateName = Literal["gsm8k", "gsm8k_boxed", "math", "qwen_math", "verl_gsm8k", "plain"]  # prompts.TEMPLATES
@@ -263,7 +264,7 @@ class TrainConfig:
     """AdamW betas."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 = off)."""
-    advantage: Literal["outcome", "process"] = "outcome"
+    advantage: Supervision = "outcome"
     """Outcome supervision (one advantage per completion) or process (per step, DeepSeekMath 4.1.3)."""
     adv_scale: AdvScale = "group"
     """Divide by the group std (GRPO), batch std (ScaleRL's CISPO recipe), or not at all (Dr. GRPO)."""
