@@ -49,7 +49,7 @@ class DataConfig:
     prepared_dir: str = "data/prepared"
     """Output folder: `<dataset>/<split>.jsonl` in the prepared schema (pipeline/data/problems.py)."""
     datasets: list[Dataset] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
-    """Which datasets to prepare: any of gsm8k, math, math500, gsm-synth."""
+    """Which datasets to prepare."""
     dedup_math_train: bool = True
     """Drop MATH train problems whose text also appears in MATH-500 (count is reported)."""
     synth_train_size: int = 20000
@@ -63,7 +63,7 @@ class DataConfig:
     synth_max_number: int = 20
     """gsm-synth: largest number that appears in a problem statement."""
     synth_ops: list[SynthOp] = field(default_factory=lambda: ["+", "-", "*"])
-    """gsm-synth: operations used in the steps (any of + - * /; / only where it divides evenly)."""
+    """gsm-synth: operations used in the steps (/ only where it divides evenly)."""
     synth_max_factor: int = 5
     """gsm-synth: largest multiplier / divisor in * and / steps."""
     synth_max_value: int = 100
@@ -214,7 +214,7 @@ class RewardConfig:
     timeout: float = 5.0
     """Seconds one equivalence check may take before it counts as wrong."""
     sandbox_backend: SandboxBackend = "auto"
-    """Sandbox backend for the code reward: auto, docker, bwrap or process."""
+    """Sandbox backend for the code reward (`auto`: docker, else bwrap; see sandbox/)."""
     truncated_zero: bool = False
     """Training reward 0 for completions cut at rollout.max_new_tokens (finish_reason=length), as Oat's Dr. GRPO recipe; they stay in the loss (train.mask_truncated drops them instead)."""
     prm: str = ""
@@ -241,7 +241,7 @@ class TrainConfig:
     """GRPO updates (`mathrl train`)."""
 
     task: str = "gsm-synth"
-    """Training data: a prepared dataset name (gsm8k, math, gsm-synth) or a JSONL path; `+` joins several (`gsm8k+math`: both train sets, interleaved in proportion)."""
+    """Training data: a prepared dataset (one with a train split, any of data.datasets' choices but math500) or a JSONL path; `+` joins several (`gsm8k+math`: both train sets, interleaved in proportion)."""
     steps: int = 100
     """Training steps: one rollout batch each, updated with num_iterations x mini_batches optimizer steps."""
     questions_per_step: int = 16
@@ -329,7 +329,7 @@ class TrainConfig:
     log_samples: int = 2
     """Sample completions written to samples.jsonl per step."""
     report_to: list[Literal[Tracker, "auto", "none"]] = field(default_factory=lambda: ["auto"])
-    """Trackers that get every metrics.jsonl row and the resolved config: any of tensorboard, wandb, trackio, mlflow (each must be installed); `[auto]` = tensorboard if installed, else none; `[]` = metrics.jsonl only. Stores: WANDB_MODE/WANDB_DIR (default the run dir), TRACKIO_DIR, MLFLOW_TRACKING_URI."""
+    """Trackers that get every metrics.jsonl row and the resolved config (each must be installed); `[auto]` = tensorboard if installed, else none; `[]` = metrics.jsonl only. Stores: WANDB_MODE/WANDB_DIR (default the run dir), TRACKIO_DIR, MLFLOW_TRACKING_URI."""
     tracker_project: str = "mathrl"
     """Project (W&B, Trackio) or experiment (MLflow) the trackers file the run under; the run is named `name`."""
     warn_zero_std_frac: float = 0.8
@@ -386,7 +386,7 @@ class EvalConfig:
     model: str = ""
     """What `mathrl eval` evaluates: a hub id, model dir, LoRA adapter dir, run dir or checkpoint; empty = the run's trained model `<output_dir>/<name>/final` if it exists, else model.name_or_path."""
     dataset: str = "gsm-synth"
-    """gsm8k, math, math500, gsm-synth, or a JSONL path in the prepared schema."""
+    """A prepared dataset (any of data.datasets' choices) or a JSONL path in the prepared schema; `+` joins several."""
     split: Split = "test"
     """Split of a prepared dataset."""
     extra_splits: list[Split] = field(default_factory=list)
@@ -435,7 +435,7 @@ class RunConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """`auto` (cuda if torch sees a GPU, else cpu with a warning on stderr), `cpu`, or `cuda` (stops when there is no GPU); under torchrun it also picks the backend: gloo for cpu, NCCL for cuda."""
     stages: list[Stage] = field(default_factory=lambda: ["train", "eval"])
-    """What `mathrl run` (`make train`) does, in order: any of build-tiny, sft, train, eval."""
+    """What `mathrl run` (`make train`) does, in order."""
     threads: int = 0
     """torch CPU threads for every stage, set and printed at its start (0 = torch's default, one per core: results may then depend on the machine's core count). Overrides OMP_NUM_THREADS."""
     deterministic: bool = False
