@@ -10,8 +10,9 @@ documentation). Each stage is ``pipeline/stages/<stage>.py: main(cfg, ...) -> ex
 command pins the CPU kernels the config's ``cpu_isa`` names (read when torch loads,
 pipeline/determinism.py). The config and the stage's options are checked when it loads
 (pipeline/config/checks.py); the stages that read problems then prepare the datasets they read and
-read the user's JSONL files once, before the stage's code is imported or any model loads. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card)
-to the Hugging Face Hub.
+read the user's JSONL files once, before the stage's code is imported or any model loads.
+``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card) to the
+Hugging Face Hub.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def _main(argv: list[str] | None) -> int:
         if name == "eval":
             p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (eval.limit)")
         if name == "eval-prm":
-            p.add_argument("--scorer", default="rules", help="rules, prm (reward.prm) or both (reward.prm_mix)")  # checks.check_options
+            p.add_argument("--scorer", default="rules", help="rules, prm (reward.prm) or both (reward.prm_mix)")
             p.add_argument("--per-subset", type=int, default=0, help="only the first N solutions of each subset")
         if name == "plan":
             p.add_argument("--gpu-mem", type=float, default=80.0, help="memory of one GPU in GiB (default 80)")
@@ -188,7 +189,8 @@ def start_list(text: str) -> tuple[str, ...]:
     """``"clean"`` -> ``("clean",)``: warm starts of `mathrl seed-grid`, else a usage error."""
     starts = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     if not starts or any(s not in seed_grid_starts() for s in starts):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected {', '.join(seed_grid_starts())} or several joined by commas")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {', '.join(seed_grid_starts())} "
+                                         "or several joined by commas")
     return starts
 
 

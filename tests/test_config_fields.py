@@ -227,18 +227,20 @@ def test_few_shot_needs_a_prepared_dataset():
         load_run_config(None, overrides)
         with pytest.raises(ConfigError, match=rf"prompt.few_shot=2 needs {key} to be one prepared dataset"):
             load_run_config(None, [*overrides, "prompt.few_shot=2"])
-    assert load_run_config(None, ["train.task=gsm8k+math", "prompt.few_shot=2"]).prompt.few_shot == 2  # no periodic eval
+    no_periodic_eval = load_run_config(None, ["train.task=gsm8k+math", "prompt.few_shot=2"])
+    assert no_periodic_eval.prompt.few_shot == 2
 
 
 def test_bad_stage_options_are_config_errors():
     from pipeline.config.checks import check_options
 
     cfg = load_run_config(None, ["sft.corrupt_frac=0"])
-    for stage, options, fragment in (("plan", {"gpu_mem": 0.0, "ranks": 1, "prompt_tokens": 512}, "--gpu-mem must be > 0"),
-                                     ("plan", {"gpu_mem": 80.0, "ranks": 0, "prompt_tokens": 512}, "--ranks >= 1"),
-                                     ("eval-prm", {"scorer": "judge"}, "--scorer must be one of rules, prm, both"),
-                                     ("eval-prm", {"scorer": "prm"}, "needs reward.prm"),
-                                     ("seed-grid", {"starts": ("corrupted",)}, "same as `clean`")):
+    for stage, options, fragment in (
+            ("plan", {"gpu_mem": 0.0, "ranks": 1, "prompt_tokens": 512}, "--gpu-mem must be > 0"),
+            ("plan", {"gpu_mem": 80.0, "ranks": 0, "prompt_tokens": 512}, "--ranks >= 1"),
+            ("eval-prm", {"scorer": "judge"}, "--scorer must be one of rules, prm, both"),
+            ("eval-prm", {"scorer": "prm"}, "needs reward.prm"),
+            ("seed-grid", {"starts": ("corrupted",)}, "same as `clean`")):
         with pytest.raises(ConfigError, match=re.escape(fragment)):
             check_options(cfg, stage, options)
     check_options(cfg, "plan", {"gpu_mem": 80.0, "ranks": 8, "prompt_tokens": 0})

@@ -6,8 +6,9 @@ the range of every number (and no NaN or infinity anywhere), the shape of every 
 host, combinations within a section and across sections, and the stage options that depend on the
 config (``check_options``, run by the command before the stage starts). Each section dataclass
 calls its check from ``__post_init__``, so a config is checked when it is built, whether by the
-loader or by ``dataclasses.replace`` in a stage (TRL checks its ``GRPOConfig`` the same way). Stages do not check again. Every error is one line that names
-the key, e.g. ``train.kl_in=reward is implemented for outcome supervision only; ...``.
+loader or by ``dataclasses.replace`` in a stage (TRL checks its ``GRPOConfig`` the same way).
+Stages do not check again. Every error is one line that names the key, e.g.
+``train.kl_in=reward is implemented for outcome supervision only; ...``.
 
 ``check_world`` is the exception: whether ``train.questions_per_step`` splits over the ranks
 depends on how many processes torchrun started (``WORLD_SIZE``), so the loader runs it on the
@@ -131,7 +132,8 @@ def check_model(m) -> None:
     _at_least(m, "model.", 1, "lora_r", "lora_alpha", "tiny_layers", "tiny_intermediate_size")
     _fraction(m, "model.", "lora_dropout", high_open=True)
     if not m.lora_target_modules or not all(name.strip() for name in m.lora_target_modules):
-        raise ConfigError(f"model.lora_target_modules must be a non-empty list of module names, got {m.lora_target_modules}")
+        raise ConfigError(f"model.lora_target_modules must be a non-empty list of module names, "
+                          f"got {m.lora_target_modules}")
     _at_least(m, "model.", 16, "tiny_max_positions")
     _at_least(m, "model.", 64, "tiny_vocab_size")  # the digits, the special tokens and some merges
     hidden, heads, kv = m.tiny_hidden_size, m.tiny_heads, m.tiny_kv_heads
@@ -236,7 +238,8 @@ def check_train(t) -> None:
     if t.resume not in ("auto", "never") and not os.path.isdir(t.resume):
         raise ConfigError(f"train.resume must be auto, never or an existing checkpoint directory, got {t.resume!r}")
     if not _NAME.match(t.tracker_project):
-        raise ConfigError(f"train.tracker_project must be a plain name (letters, digits, . _ + -), got {t.tracker_project!r}")
+        raise ConfigError(f"train.tracker_project must be a plain name (letters, digits, . _ + -), "
+                          f"got {t.tracker_project!r}")
     alone = [name for name in ("auto", "none") if name in t.report_to and len(t.report_to) > 1]
     if alone:
         raise ConfigError(f"train.report_to: {alone} must stand alone; give any of "
@@ -295,7 +298,8 @@ def check_run(cfg) -> None:
     """The run's own keys, and the rules that span sections."""
     _fields(cfg, "")
     if not _NAME.match(cfg.name):
-        raise ConfigError(f"name must be a plain name (letters, digits, . _ + -; it names a directory), got {cfg.name!r}")
+        raise ConfigError(f"name must be a plain name (letters, digits, . _ + -; it names a directory), "
+                          f"got {cfg.name!r}")
     _path("output_dir", cfg.output_dir)
     if cfg.seed < 0:
         raise ConfigError(f"seed must be >= 0, got {cfg.seed}")
