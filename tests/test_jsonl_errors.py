@@ -1,5 +1,6 @@
 """A data file with a malformed line stops every entry point with one line naming the file, the
-line number and what is wrong, before any model loads (rewards/jsonl.py is the one reader)."""
+line number and what is wrong, before any model loads (rewards/jsonl.py is the one reader); so
+does a record without an answer and a test-only dataset given to train on."""
 
 from __future__ import annotations
 
@@ -66,6 +67,14 @@ def test_mathrl_names_a_record_without_an_answer_before_any_model_loads(tmp_path
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.split()[-4:] == ["exit", "1", "False", "False"], out.stdout + out.stderr
     assert out.stderr.strip().count("\n") == 0 and "'no-gold' lacks answer" in out.stderr
+
+
+def test_a_test_only_dataset_to_train_on_is_one_line_before_any_model_loads(tmp_path):
+    out = subprocess.run([sys.executable, "-c", PROBE, "train", "train.task=gsm8k+math500", f"output_dir={tmp_path}/runs",
+                          f"data.prepared_dir={tmp_path}/p"], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split()[-4:] == ["exit", "1", "False", "False"], out.stdout + out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "train.task=gsm8k+math500: math500 has no train split" in out.stderr
+    assert not (tmp_path / "p").exists()  # stopped before preparing anything
 
 
 def test_rewards_score_stops_with_one_line(tmp_path):

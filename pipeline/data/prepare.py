@@ -236,16 +236,19 @@ def _evaluated(cfg: RunConfig, dataset: str) -> list[str]:
     return parts + [FEW_SHOT_SOURCE[p] for p in parts if cfg.prompt.few_shot and p in FEW_SHOT_SOURCE]
 
 
+def _stages(cfg: RunConfig, stage: str) -> list[str]:
+    """The `mathrl run` stages that `mathrl <stage>` runs."""
+    if stage == "run":
+        return cfg.stages
+    if stage == "experiment":  # its own GRPO runs, evaluated on train.task
+        return [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
+    return [stage]
+
+
 def _read_by(cfg: RunConfig, stage: str) -> list[str]:
     """Every dataset part and JSONL path `mathrl <stage>` reads under ``cfg``."""
-    if stage == "run":
-        stages = cfg.stages
-    elif stage == "experiment":  # its own GRPO runs, evaluated on train.task
-        stages = [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
-    else:
-        stages = [stage]
     names = []
-    for s in stages:
+    for s in _stages(cfg, stage):
         if s == "build-tiny":  # the tokenizer's corpus
             names.append(SYNTH)
         elif s == "sft":
@@ -270,8 +273,15 @@ def files_for(cfg: RunConfig, stage: str) -> list[str]:
 
 
 def check_files(cfg: RunConfig, stage: str) -> None:
-    """Read every JSONL file the stage will read: a missing file, a malformed line or a record
-    without question or answer is a DataError of one line (the file, the line or the record)."""
+    """Read every JSONL file the stage will read, and see that what it trains on has a train split:
+    a missing file, a malformed line, a record without question or answer or a test-only dataset
+    is a DataError of one line (the file, the line, the record or the key)."""
+    for key, task in (("sft.task", cfg.sft.task), ("train.task", cfg.train.task)):
+        if key.partition(".")[0] in _stages(cfg, stage):
+            for part in task.split(MIX):
+                if part in SOURCES and "train" not in SOURCES[part]:
+                    raise DataError(f"{key}={task}: {part} has no train split (only {', '.join(SOURCES[part])}); "
+                                    "train on a dataset that has one and evaluate on this one")
     for path in files_for(cfg, stage):
         load_problems(cfg.data.prepared_dir, path, "train")  # the split is ignored for a file
 
