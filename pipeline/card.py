@@ -23,8 +23,8 @@ import subprocess
 from pathlib import Path
 
 from pipeline.config import RunConfig, save_config
+from pipeline.config.schema import MIX
 from pipeline.data.prepare import LICENCES, SOURCES
-from pipeline.data.problems import MIX
 
 CARD = "README.md"
 REPORT_FILES = ("report.md", "summary.json", "accuracy.png")

@@ -8,9 +8,11 @@ Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), v
 documentation). Each stage is ``pipeline/stages/<stage>.py: main(cfg, ...) -> exit code``, imported
 (``stage_main``) only when used so ``mathrl data`` does not pay for torch; before importing it the
 command pins the CPU kernels the config's ``cpu_isa`` names (read when torch loads,
-pipeline/determinism.py). The stages that read problems first prepare (and check) the datasets
-they read. ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card)
-to the Hugging Face Hub.
+pipeline/determinism.py). The config and the stage's options are checked when it loads
+(pipeline/config/checks.py); the stages that read problems then prepare the datasets they read and
+read the user's JSONL files once, before the stage's code is imported or any model loads.
+``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card) to the
+Hugging Face Hub.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import os
 import shlex
 import sys
+from typing import get_args
 
 # Import names of the `train` extra. `pip install mathrl` alone gives only `rewards` and `sandbox`;
 # every stage of this command needs the extra, so a missing one gets a one-line answer.
@@ -80,7 +83,7 @@ def _main(argv: list[str] | None) -> int:
         if name == "seed-grid":
             p.add_argument("--sft-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated SFT seeds (default 0,1,2)")
             p.add_argument("--grpo-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated GRPO seeds (default 0,1,2)")
-            p.add_argument("--warm-starts", dest="starts", type=start_list, default=("corrupted", "clean"),
+            p.add_argument("--warm-starts", dest="starts", type=start_list, default=seed_grid_starts(),
                            help="comma-separated: corrupted (the config's sft corruption), clean (default both)")
             p.add_argument("--workers", type=positive_int, default=1, help="(warm start, SFT seed) lanes run at once, one process each (default 1)")
             p.add_argument("--table-only", action="store_true", help="tabulate the finished runs of these seeds; run nothing")
@@ -97,6 +100,7 @@ def _main(argv: list[str] | None) -> int:
     if rest:
         args.overrides = [*getattr(args, "overrides", []), *rest]
     from pipeline.config import ConfigError, load_run_config
+    from pipeline.config.checks import check_options
     from pipeline.data.problems import DataError
 
     if args.stage == "config":
@@ -105,24 +109,24 @@ def _main(argv: list[str] | None) -> int:
     if args.stage == "push":
         from pipeline.stages import push
         return push.main(args.run_dir, args.repo, private=args.private)
+    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS, *GRID_ARGS) if hasattr(args, k)}
     try:
         extra = [f"eval.limit={args.limit}"] if getattr(args, "limit", None) is not None else []
         cfg = load_run_config(args.config, [*args.overrides, *extra])
+        check_options(cfg, args.stage, kwargs)
     except ConfigError as e:
         print(f"mathrl: config error: {e}", file=sys.stderr)
         return 2
     from pipeline import determinism
 
     determinism.pin_cpu_kernels(cfg.cpu_isa)  # read when torch loads: before the stage imports it
-    stage = stage_main(args.stage)
-    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS, *GRID_ARGS) if hasattr(args, k)}
     if args.stage in WRITES_CARD:
         kwargs["command"] = command_line(sys.argv[1:] if argv is None else argv)
     try:
         if args.stage in READS_DATA:
             from pipeline.data.prepare import prepare_for
             prepare_for(cfg, args.stage)
-        result = stage(cfg, **kwargs)
+        result = stage_main(args.stage)(cfg, **kwargs)
     except ConfigError as e:  # a value the stage cannot work with, found once it looked (one line, not a traceback)
         print(f"mathrl {args.stage}: config error: {e}", file=sys.stderr)
         return 2
@@ -174,11 +178,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seed_grid_starts() -> tuple[str, ...]:
+    """The warm starts `mathrl seed-grid` knows (the schema's ``WarmStart``), in order."""
+    from pipeline.config.schema import WarmStart
+
+    return get_args(WarmStart)
+
+
 def start_list(text: str) -> tuple[str, ...]:
     """``"clean"`` -> ``("clean",)``: warm starts of `mathrl seed-grid`, else a usage error."""
     starts = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    if not starts or any(s not in ("corrupted", "clean") for s in starts):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected corrupted, clean or corrupted,clean")
+    if not starts or any(s not in seed_grid_starts() for s in starts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {', '.join(seed_grid_starts())} "
+                                         "or several joined by commas")
     return starts
 
 

@@ -18,8 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-from rewards.answers.extract import STYLES, extract_answer
 from rewards.equivalence.equiv import EQUAL, equiv_status
+from rewards.answers.extract import STYLES, extract_answer
+from rewards.jsonl import JSONLError, read_jsonl
 from rewards.registry import score_batch
 
 
@@ -37,9 +38,11 @@ def _extract(args) -> int:
 
 
 def _score(args) -> int:
-    text = Path(args.file).read_text(encoding="utf-8")
-    # split on "\n" only: str.splitlines also breaks at U+2028 inside JSON strings
-    records = [json.loads(line) for line in text.split("\n") if line.strip()]
+    try:
+        records = read_jsonl(args.file)
+    except (OSError, JSONLError) as e:
+        print(f"score: {e}", file=sys.stderr)
+        return 2
     golds = [str(r.get("answer", r.get("gold", ""))) for r in records]
     completions = [str(r.get("completion", "")) for r in records]
     results = score_batch(completions, golds, args.style, workers=args.workers)

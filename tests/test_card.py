@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -13,7 +14,7 @@ from pipeline import cli
 from pipeline.stages import run as run_stage
 from pipeline.card import front_matter, run_evals
 from pipeline.config import load_run_config
-from pipeline.config.checks import DATASETS
+from pipeline.config.schema import Dataset
 from pipeline.data.prepare import LICENCES
 
 COMMAND = "mathrl run --config configs/cpu_tiny.yaml train.steps=2"
@@ -83,7 +84,7 @@ def test_front_matter_names_hub_base_model_and_training_datasets():
 
 def test_every_dataset_has_a_licence_with_its_files():
     root = Path(__file__).resolve().parents[1] / "data" / "raw"
-    assert set(LICENCES) == set(DATASETS)
+    assert set(LICENCES) == set(get_args(Dataset))
     for name, lic in LICENCES.items():
         assert lic.spdx == "MIT"
         for f in lic.files:

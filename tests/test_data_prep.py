@@ -2,11 +2,12 @@
 
 import json
 import re
+from typing import get_args
 
 import pytest
 
 from pipeline.config import ConfigError, DataConfig
-from pipeline.config.checks import DATASETS
+from pipeline.config.schema import Dataset
 from pipeline.data.prepare import SOURCES, gsm8k_gold, math_level, normalise, prepare
 from pipeline.data.problems import SYNTH, DataError, load_problems, read_jsonl
 from rewards.answers.boxed import last_boxed
@@ -116,7 +117,7 @@ def test_unknown_dataset(tmp_path):
 
 
 def test_config_dataset_names_are_the_prepared_ones():
-    assert set(DATASETS) == {*SOURCES, SYNTH}
+    assert set(get_args(Dataset)) == {*SOURCES, SYNTH}
 
 
 def test_one_loader_for_every_stage(tmp_path):

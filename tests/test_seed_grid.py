@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.stages import seed_grid
 from pipeline.config import ConfigError, load_run_config
+from pipeline.config.checks import check_options
 
 
 def test_configs_of_the_grid(tiny_setup):
@@ -96,8 +97,8 @@ def test_lanes_pick_the_chosen_warm_starts(tiny_setup):
     assert [(s, c.sft.corrupt_frac) for s, _, c in seed_grid.lanes(cfg, (1,), ("clean",))] == [("clean", 0.0)]
     assert [s for s, _, _ in seed_grid.lanes(cfg, (1,), ("corrupted",))] == ["carry 0.5"]
     clean_cfg = load_run_config(None, [*tiny_setup[0], "sft.corrupt_frac=0", "name=g"])
-    with pytest.raises(ConfigError, match="same as `clean`"):
-        seed_grid.lanes(clean_cfg, (0,), ("corrupted",))
+    with pytest.raises(ConfigError, match="same as `clean`"):  # the command checks this before the stage
+        check_options(clean_cfg, "seed-grid", {"starts": ("corrupted",)})
 
 
 def test_a_clean_config_asked_for_its_corrupted_start_is_one_line(tiny_setup, capsys):

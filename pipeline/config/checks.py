@@ -1,11 +1,14 @@
 """Value checks of the run config, one function per section plus the cross-section ones.
 
-Types, unknown keys and ``Literal`` choices are the loader's job (``loader.py``); this file
-holds every rule about values: ranges, combinations within a section, combinations across
-sections. Each section dataclass calls its check from ``__post_init__``, so a config is checked
-when it is built, whether by the loader or by ``dataclasses.replace`` in a stage (TRL checks
-its ``GRPOConfig`` the same way). Stages do not check again. Every error is one line that names
-the key, e.g. ``train.kl_in=reward is implemented for outcome supervision only; ...``.
+Types and unknown keys are the loader's job (``loader.py``); this file holds every rule about
+values: each ``Literal`` field's choices (the choice lists are the ``Literal``s of ``schema.py``),
+the range of every number (and no NaN or infinity anywhere), the shape of every path, name and
+host, combinations within a section and across sections, and the stage options that depend on the
+config (``check_options``, run by the command before the stage starts). Each section dataclass
+calls its check from ``__post_init__``, so a config is checked when it is built, whether by the
+loader or by ``dataclasses.replace`` in a stage (TRL checks its ``GRPOConfig`` the same way).
+Stages do not check again. Every error is one line that names the key, e.g.
+``train.kl_in=reward is implemented for outcome supervision only; ...``.
 
 ``check_world`` is the exception: whether ``train.questions_per_step`` splits over the ranks
 depends on how many processes torchrun started (``WORLD_SIZE``), so the loader runs it on the
@@ -14,31 +17,102 @@ finished config rather than on every construction.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import ipaddress
+import math
 import os
 import re
+import typing
+from typing import Literal, get_args, get_origin
 
 
 class ConfigError(ValueError):
     """A bad config key or value; the message is one line naming the key."""
 
 
-# Names the config refers to; the code that implements them checks it agrees (tests/test_config.py).
-DATASETS = ("gsm8k", "math", "math500", "gsm-synth")  # prepared by `mathrl data`
-STAGES = ("build-tiny", "sft", "train", "eval")  # what `mathrl run` may run, in this order
-SYNTH_OPS = ("+", "-", "*", "/")
-TRACKERS = ("tensorboard", "wandb", "trackio", "mlflow")  # train.report_to (pipeline/grpo/trackers.py)
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # owner/name on the Hugging Face Hub
 _USER_REWARD = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
+_HOST = re.compile(r"^[A-Za-z0-9.:_-]+$")  # a host name or IP address, no scheme, port or path
+_NAME = re.compile(r"^[\w][\w.+-]*$")  # a run or project name: one directory name, no path
+
+
+def _fields(section, prefix: str) -> None:
+    """Every ``Literal`` field (or list of them) holds one of its choices, also when the section is
+    built in code rather than by the loader; no number is NaN or infinite (in lists and mappings too)."""
+    hints = _hints(type(section))
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+            raise ConfigError(f"{prefix}{f.name} must be a finite number, got {value}")
+        many = get_origin(hints[f.name]) is list
+        kind = get_args(hints[f.name])[0] if many else hints[f.name]
+        choices = get_args(kind) if get_origin(kind) is Literal else ()
+        for i, v in enumerate(items if choices else ()):
+            if v not in choices:
+                raise ConfigError(f"{prefix}{f.name}{f'[{i}]' if many else ''}: {v!r} is not allowed; "
+                                  f"choose one of {', '.join(map(repr, choices))}")
+
+
+@functools.cache
+def _hints(cls: type) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _at_least(section, prefix: str, low, *keys: str) -> None:
+    for key in keys:
+        if getattr(section, key) < low:
+            raise ConfigError(f"{prefix}{key} must be >= {low}, got {getattr(section, key)}")
+
+
+def _positive(section, prefix: str, *keys: str) -> None:
+    for key in keys:
+        if not getattr(section, key) > 0:
+            raise ConfigError(f"{prefix}{key} must be > 0, got {getattr(section, key)}")
+
+
+def _fraction(section, prefix: str, *keys: str, low_open: bool = False, high_open: bool = False) -> None:
+    """Each key in [0, 1], with 0 (``low_open``) or 1 (``high_open``) left out."""
+    for key in keys:
+        v = getattr(section, key)
+        if not ((0 < v) if low_open else (0 <= v)) or not ((v < 1) if high_open else (v <= 1)):
+            span = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+            raise ConfigError(f"{prefix}{key} must lie in {span}, got {v}")
+
+
+def _path(key: str, value: str, *, empty: bool = False) -> None:
+    """A path or hub id: one line, no surrounding spaces; empty only where the key allows it."""
+    if not value and empty:
+        return
+    if not value.strip() or value != value.strip() or any(c in value for c in "\n\r\t\0"):
+        raise ConfigError(f"{key}: {value!r} is not a usable path (empty, surrounding spaces or a control character)")
+
+
+def _task(key: str, task: str) -> None:
+    """A prepared dataset name or a JSONL path, or several joined by ``schema.MIX``."""
+    _path(key, task)
+    names = get_args(_schema().Dataset)
+    bad = [part for part in task.split(_schema().MIX) if part not in names and not part.endswith(".jsonl")]
+    if bad:
+        raise ConfigError(f"{key}: {bad[0]!r} is neither a prepared dataset ({', '.join(names)}) nor a .jsonl file")
+
+
+def _schema():
+    from pipeline.config import schema  # schema imports this module: the choice lists are read on use
+
+    return schema
 
 
 def check_data(d) -> None:
-    unknown = [name for name in d.datasets if name not in DATASETS]
-    if unknown:
-        raise ConfigError(f"data.datasets: unknown dataset(s) {unknown}; choose from {', '.join(DATASETS)}")
-    bad = [op for op in d.synth_ops if op not in SYNTH_OPS]
-    if bad or not d.synth_ops:
-        raise ConfigError(f"data.synth_ops must be a non-empty subset of {SYNTH_OPS}, got {d.synth_ops}")
+    _fields(d, "data.")
+    _path("data.raw_dir", d.raw_dir)
+    _path("data.prepared_dir", d.prepared_dir)
+    if not d.synth_ops or len(set(d.synth_ops)) != len(d.synth_ops):
+        raise ConfigError(f"data.synth_ops must be a non-empty list of distinct operations, got {d.synth_ops}")
+    _at_least(d, "data.", 1, "synth_train_size", "synth_test_size")
+    _at_least(d, "data.", 2, "synth_max_number", "synth_max_factor")  # a start value and a * / operand of 2..
+    _at_least(d, "data.", 0, "synth_seed")
     if not 1 <= d.synth_min_steps <= d.synth_max_steps:
         raise ConfigError(f"need 1 <= data.synth_min_steps <= data.synth_max_steps, got "
                           f"{d.synth_min_steps} and {d.synth_max_steps}")
@@ -52,14 +126,33 @@ def check_data(d) -> None:
 
 
 def check_model(m) -> None:
+    _fields(m, "model.")
+    _path("model.name_or_path", m.name_or_path)
+    _path("model.tiny_dir", m.tiny_dir)
+    _at_least(m, "model.", 1, "lora_r", "lora_alpha", "tiny_layers", "tiny_intermediate_size")
+    _fraction(m, "model.", "lora_dropout", high_open=True)
+    if not m.lora_target_modules or not all(name.strip() for name in m.lora_target_modules):
+        raise ConfigError(f"model.lora_target_modules must be a non-empty list of module names, "
+                          f"got {m.lora_target_modules}")
+    _at_least(m, "model.", 16, "tiny_max_positions")
+    _at_least(m, "model.", 64, "tiny_vocab_size")  # the digits, the special tokens and some merges
     hidden, heads, kv = m.tiny_hidden_size, m.tiny_heads, m.tiny_kv_heads
     if heads < 1 or kv < 1 or hidden % heads or heads % kv or hidden // heads < 32:
         # head_dim >= 32: vLLM's CPU attention backend refuses smaller heads
-        raise ConfigError(f"model.tiny_*: need tiny_hidden_size % tiny_heads == 0, tiny_heads % tiny_kv_heads == 0 "
-                          f"and head_dim = hidden / heads >= 32; got hidden={hidden} heads={heads} kv_heads={kv}")
+        raise ConfigError(f"need model.tiny_hidden_size % model.tiny_heads == 0, model.tiny_heads % model.tiny_kv_heads "
+                          f"== 0 and head_dim = hidden / heads >= 32; got hidden={hidden} heads={heads} kv_heads={kv}")
+
+
+def check_prompt(p) -> None:
+    _fields(p, "prompt.")
+    _at_least(p, "prompt.", 0, "few_shot")
 
 
 def check_rollout(r) -> None:
+    _fields(r, "rollout.")
+    _at_least(r, "rollout.", 1, "max_new_tokens", "batch_size", "vllm_max_model_len")
+    _at_least(r, "rollout.", 0, "temperature", "top_k", "tis_cap")
+    _fraction(r, "rollout.", "top_p", "gpu_memory_utilization", low_open=True)
     if r.group_size < 2:
         raise ConfigError("rollout.group_size must be >= 2: GRPO needs a group to compare against")
     if r.seed_block < 0:
@@ -81,6 +174,12 @@ def check_server(r) -> None:
         raise ConfigError(f"rollout.{small[0]} must be > 0, got {getattr(r, small[0])}")
     if not 0 <= r.server_batch_window_s <= 1:
         raise ConfigError(f"rollout.server_batch_window_s must lie in [0, 1] seconds, got {r.server_batch_window_s}")
+    if not _HOST.match(r.server_host):
+        raise ConfigError(f"rollout.server_host must be a host name or IP address (no scheme, port or path), "
+                          f"got {r.server_host!r}")
+    if not 1 <= r.server_port <= 65535:
+        raise ConfigError(f"rollout.server_port must lie in 1..65535, got {r.server_port}")
+    _path("rollout.server_token_file", r.server_token_file, empty=True)
     if r.server_allow_no_token and not is_loopback(r.server_host):
         raise ConfigError(f"rollout.server_allow_no_token=true needs a loopback rollout.server_host (127.0.0.1, ::1, "
                           f"localhost), got {r.server_host!r}: a server other machines reach must ask for a token")
@@ -98,6 +197,9 @@ def is_loopback(host: str) -> bool:
 def check_reward(r) -> None:
     import rewards  # light: the checkers load their heavy parts on first use
 
+    _fields(r, "reward.")
+    _at_least(r, "reward.", 1, "workers")
+    _positive(r, "reward.", "timeout")
     for name in r.weights:
         if name not in rewards.REWARDS and not _USER_REWARD.match(name):
             raise ConfigError(f"reward.weights: unknown reward {name!r}; valid: {', '.join(rewards.REWARDS)}, "
@@ -127,12 +229,26 @@ def check_model_ref(key: str, ref: str) -> None:
 
 
 def check_train(t) -> None:
+    _fields(t, "train.")
+    _task("train.task", t.task)
+    _at_least(t, "train.", 1, "steps", "keep_checkpoints")
+    _at_least(t, "train.", 0, "warmup_steps", "weight_decay", "max_grad_norm", "clip_high", "beta", "ref_reset_every",
+              "max_resample_rounds", "save_every", "eval_every", "eval_limit", "log_samples")
+    _positive(t, "train.", "lr", "adv_eps", "dist_timeout_s")
+    _fraction(t, "train.", "clip_low", high_open=True)  # 1 - clip_low stays a positive ratio
+    _fraction(t, "train.", "warn_zero_std_frac")
+    if len(t.adam_betas) != 2 or not all(0 <= b < 1 for b in t.adam_betas):
+        raise ConfigError(f"train.adam_betas must be two numbers in [0, 1), got {t.adam_betas}")
+    if t.resume not in ("auto", "never") and not os.path.isdir(t.resume):
+        raise ConfigError(f"train.resume must be auto, never or an existing checkpoint directory, got {t.resume!r}")
+    if not _NAME.match(t.tracker_project):
+        raise ConfigError(f"train.tracker_project must be a plain name (letters, digits, . _ + -), "
+                          f"got {t.tracker_project!r}")
     alone = [name for name in ("auto", "none") if name in t.report_to and len(t.report_to) > 1]
-    unknown = [name for name in t.report_to if name not in (*TRACKERS, "auto", "none")]
-    if unknown or alone:
-        raise ConfigError(f"train.report_to: {unknown or alone} "
-                          f"{'unknown' if unknown else 'must stand alone'}; give any of {', '.join(TRACKERS)}, "
-                          "or [auto] (TensorBoard if installed), or [] for metrics.jsonl only")
+    if alone:
+        raise ConfigError(f"train.report_to: {alone} must stand alone; give any of "
+                          f"{', '.join(get_args(_schema().Tracker))}, or [auto] (TensorBoard if installed), "
+                          "or [] for metrics.jsonl only")
     if t.advantage == "process" and t.kl_in == "reward":
         raise ConfigError("train.kl_in=reward is implemented for outcome supervision only; "
                           "use train.kl_in=loss with train.advantage=process")
@@ -141,8 +257,27 @@ def check_train(t) -> None:
         raise ConfigError(f"train.{small[0]} must be >= 1, got {getattr(t, small[0])}")
 
 
+def check_sft(s) -> None:
+    _fields(s, "sft.")
+    _task("sft.task", s.task)
+    _path("sft.init", s.init)
+    _path("sft.output", s.output)
+    _at_least(s, "sft.", 1, "steps", "batch_size")
+    _at_least(s, "sft.", 0, "warmup_steps", "eval_limit")
+    _positive(s, "sft.", "lr")
+    _fraction(s, "sft.", "corrupt_frac")
+
+
 def check_eval(e) -> None:
-    """Settings whose metrics would be meaningless."""
+    """Settings whose metrics would be meaningless, and the shapes of the paths."""
+    _fields(e, "eval.")
+    _path("eval.model", e.model, empty=True)
+    _task("eval.dataset", e.dataset)
+    _path("eval.output_dir", e.output_dir, empty=True)
+    _at_least(e, "eval.", 0, "limit", "temperature")
+    _at_least(e, "eval.", 1, "max_new_tokens")
+    if not e.ks:
+        raise ConfigError("eval.ks must list at least one k")
     if e.n_samples < 1:
         raise ConfigError(f"eval.n_samples must be >= 1 (got {e.n_samples})")
     bad = [k for k in e.ks if not 1 <= k <= e.n_samples]
@@ -154,17 +289,33 @@ def check_eval(e) -> None:
 
 
 def check_experiment(x) -> None:
+    _fields(x, "experiment.")
     if not x.seeds or len(set(x.seeds)) != len(x.seeds):
         raise ConfigError(f"experiment.seeds must be a non-empty list of distinct seeds, got {x.seeds}")
+    if min(x.seeds) < 0:
+        raise ConfigError(f"experiment.seeds must be >= 0, got {x.seeds}")
     if x.workers < 0:
         raise ConfigError(f"experiment.workers must be >= 0 (0 = one per core), got {x.workers}")
 
 
 def check_run(cfg) -> None:
-    """Rules that span sections."""
-    unknown = [s for s in cfg.stages if s not in STAGES]
-    if unknown:
-        raise ConfigError(f"stages: unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
+    """The run's own keys, and the rules that span sections."""
+    _fields(cfg, "")
+    if not _NAME.match(cfg.name):
+        raise ConfigError(f"name must be a plain name (letters, digits, . _ + -; it names a directory), "
+                          f"got {cfg.name!r}")
+    _path("output_dir", cfg.output_dir)
+    if cfg.seed < 0:
+        raise ConfigError(f"seed must be >= 0, got {cfg.seed}")
+    if len(set(cfg.stages)) != len(cfg.stages):
+        raise ConfigError(f"stages must not repeat a stage, got {cfg.stages}")
+    evaluated = {"eval.dataset": cfg.eval.dataset}
+    if cfg.train.eval_every:  # the periodic eval reads the task's test split
+        evaluated["train.task"] = cfg.train.task
+    for key, value in evaluated.items() if cfg.prompt.few_shot else ():
+        if value not in get_args(_schema().Dataset):  # its train split supplies the examples
+            raise ConfigError(f"prompt.few_shot={cfg.prompt.few_shot} needs {key} to be one prepared dataset "
+                              f"({', '.join(get_args(_schema().Dataset))}), got {value!r}; set prompt.few_shot=0")
     if cfg.reward.truncated_zero and cfg.train.advantage == "process":
         raise ConfigError("reward.truncated_zero is for outcome supervision; with train.advantage=process "
                           "use train.mask_truncated=true to drop truncated completions")
@@ -202,6 +353,22 @@ def check_objective(cfg) -> None:
         if t.adv_norm == "rank" and t.adv_scale != "group":
             raise ConfigError(f"train.adv_norm=rank does not divide by a std; leave train.adv_scale=group "
                               f"(got {t.adv_scale})")
+
+
+def check_options(cfg, stage: str, options: dict) -> None:
+    """The options of `mathrl plan`, `mathrl eval-prm` (``scorer``) and `mathrl seed-grid`
+    (``starts``), some against the config they run with; the command runs this with the config's
+    checks, before the stage."""
+    if stage == "plan" and not (options["gpu_mem"] > 0 and options["ranks"] >= 1 and options["prompt_tokens"] >= 0):
+        raise ConfigError("plan: --gpu-mem must be > 0, --ranks >= 1, --prompt-tokens >= 0")
+    scorers = get_args(_schema().StepScorer)
+    if stage == "eval-prm" and options["scorer"] not in scorers:
+        raise ConfigError(f"--scorer must be one of {', '.join(scorers)}, got {options['scorer']!r}")
+    if stage == "eval-prm" and options["scorer"] != "rules" and not cfg.reward.prm:
+        raise ConfigError(f"eval-prm --scorer {options['scorer']} needs reward.prm (a PRM directory or hub id)")
+    if stage == "seed-grid" and cfg.sft.corrupt_frac == 0 and "clean" not in options["starts"]:
+        raise ConfigError(f"seed-grid: no warm start left from {options['starts']} (the config's sft.corrupt_frac is "
+                          "0, so `corrupted` is the same as `clean`)")
 
 
 def world_size() -> int:

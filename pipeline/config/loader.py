@@ -47,6 +47,8 @@ def field_docs(cls: type) -> dict[str, str]:
 def _type_name(tp: Any) -> str:
     if get_origin(tp) is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
+    if get_origin(tp) is list and get_origin(get_args(tp)[0]) is Literal:
+        return f"list of {_type_name(get_args(tp)[0])}"
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 

@@ -11,6 +11,20 @@ from typing import Literal
 
 from pipeline.config import checks
 
+MIX = "+"  # joins the datasets of a mixture in train.task, sft.task, eval.dataset: gsm8k+math
+# Choice lists the config refers to, written once here; code reads them with typing.get_args, and the
+# code that implements each name is tested to agree (tests/test_config_fields.py).
+Dataset = Literal["gsm8k", "math", "math500", "gsm-synth"]  # prepared by `mathrl data` (data/prepare.py)
+Split = Literal["train", "test", "test_longer"]  # splits of a prepared dataset (test_longer: gsm-synth's)
+SynthOp = Literal["+", "-", "*", "/"]  # gsm-synth's operations (data/synth.py)
+Supervision = Literal["outcome", "process"]  # train.advantage; `mathrl experiment` runs both
+Stage = Literal["build-tiny", "sft", "train", "eval"]  # what `mathrl run` may run, in this order
+Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]  # train.report_to (grpo/trackers.py)
+TemplateName = Literal["gsm8k", "gsm8k_boxed", "math", "qwen_math", "verl_gsm8k", "plain"]  # prompts.TEMPLATES
+SandboxBackend = Literal["auto", "docker", "bwrap", "process"]  # sandbox.BACKENDS, or auto
+StepScorer = Literal["rules", "prm", "both"]  # `mathrl eval-prm --scorer`
+WarmStart = Literal["corrupted", "clean"]  # `mathrl seed-grid --warm-starts`
+
 # The objective's choices, each listed once; the registries that implement them (pipeline/grpo/losses.py,
 # advantages.py, rollout/tis.py) are keyed by these names and read them with typing.get_args.
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
@@ -34,8 +48,8 @@ class DataConfig:
     """Folder of the shipped raw files (gzipped JSONL, see data/README.md)."""
     prepared_dir: str = "data/prepared"
     """Output folder: `<dataset>/<split>.jsonl` in the prepared schema (pipeline/data/problems.py)."""
-    datasets: list[str] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
-    """Which datasets to prepare: any of gsm8k, math, math500, gsm-synth."""
+    datasets: list[Dataset] = field(default_factory=lambda: ["gsm8k", "math", "math500", "gsm-synth"])
+    """Which datasets to prepare."""
     dedup_math_train: bool = True
     """Drop MATH train problems whose text also appears in MATH-500 (count is reported)."""
     synth_train_size: int = 20000
@@ -48,8 +62,8 @@ class DataConfig:
     """gsm-synth: most arithmetic steps per problem."""
     synth_max_number: int = 20
     """gsm-synth: largest number that appears in a problem statement."""
-    synth_ops: list[str] = field(default_factory=lambda: ["+", "-", "*"])
-    """gsm-synth: operations used in the steps (any of + - * /; / only where it divides evenly)."""
+    synth_ops: list[SynthOp] = field(default_factory=lambda: ["+", "-", "*"])
+    """gsm-synth: operations used in the steps (/ only where it divides evenly)."""
     synth_max_factor: int = 5
     """gsm-synth: largest multiplier / divisor in * and / steps."""
     synth_max_value: int = 100
@@ -113,12 +127,15 @@ class ModelConfig:
 class PromptConfig:
     """How a problem becomes a prompt (templates live in pipeline/prompts.py)."""
 
-    template: str = "gsm8k"
-    """Prompt template name: `gsm8k` (#### answer), `math` (\\boxed{}), `plain` (question only)."""
+    template: TemplateName = "gsm8k"
+    """Prompt template name: `gsm8k` (#### answer), `math` (\\boxed{}), `plain` (question only); all in pipeline/prompts.py."""
     chat: bool = True
     """Wrap the prompt with the tokenizer's chat template (if it has one)."""
     few_shot: int = 0
     """Number of worked examples put in front of the question (GSM8K 8-shot uses 8)."""
+
+    def __post_init__(self):
+        checks.check_prompt(self)
 
 
 @dataclass
@@ -200,8 +217,8 @@ class RewardConfig:
     """Completions per step graded again by math-verify; `reward/disagree_mv` logs how often it and our checker disagree (cases in <run>/audit_mv.jsonl, a warning when it climbs). 0 = off."""
     policy: Literal["strict", "lenient"] = "strict"
     """Answer policy of the correct/steps rewards: `strict` pays only one final statement that parses completely in the closed answer grammar (rewards/outcome/strict.py, docs/rewards.md); `lenient` reads natural forms (for evaluating other models)."""
-    sandbox_backend: str = "auto"
-    """Sandbox backend for the code reward: auto, docker, bwrap or process."""
+    sandbox_backend: SandboxBackend = "auto"
+    """Sandbox backend for the code reward (`auto`: docker, else bwrap; see sandbox/)."""
     truncated_zero: bool = False
     """Training reward 0 for completions cut at rollout.max_new_tokens (finish_reason=length), as Oat's Dr. GRPO recipe; they stay in the loss (train.mask_truncated drops them instead)."""
     prm: str = ""
@@ -228,7 +245,7 @@ class TrainConfig:
     """GRPO updates (`mathrl train`)."""
 
     task: str = "gsm-synth"
-    """Training data: a prepared dataset name (gsm8k, math, gsm-synth) or a JSONL path; `+` joins several (`gsm8k+math`: both train sets, interleaved in proportion)."""
+    """Training data: a prepared dataset (one with a train split, any of data.datasets' choices but math500) or a JSONL path; `+` joins several (`gsm8k+math`: both train sets, interleaved in proportion)."""
     steps: int = 100
     """Training steps: one rollout batch each, updated with num_iterations x mini_batches optimizer steps."""
     questions_per_step: int = 16
@@ -251,7 +268,7 @@ class TrainConfig:
     """AdamW betas."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 = off)."""
-    advantage: Literal["outcome", "process"] = "outcome"
+    advantage: Supervision = "outcome"
     """Outcome supervision (one advantage per completion) or process (per step, DeepSeekMath 4.1.3)."""
     adv_scale: AdvScale = "group"
     """Divide by the group std (GRPO), batch std (ScaleRL's CISPO recipe), or not at all (Dr. GRPO)."""
@@ -315,8 +332,8 @@ class TrainConfig:
     """Also run the periodic eval before the first step (logged as step 0), as TRL's eval_on_start."""
     log_samples: int = 2
     """Sample completions written to samples.jsonl per step."""
-    report_to: list[str] = field(default_factory=lambda: ["auto"])
-    """Trackers that get every metrics.jsonl row and the resolved config: any of tensorboard, wandb, trackio, mlflow (each must be installed); `[auto]` = tensorboard if installed, else none; `[]` = metrics.jsonl only. Stores: WANDB_MODE/WANDB_DIR (default the run dir), TRACKIO_DIR, MLFLOW_TRACKING_URI."""
+    report_to: list[Literal[Tracker, "auto", "none"]] = field(default_factory=lambda: ["auto"])
+    """Trackers that get every metrics.jsonl row and the resolved config (each must be installed); `[auto]` = tensorboard if installed, else none; `[]` = metrics.jsonl only. Stores: WANDB_MODE/WANDB_DIR (default the run dir), TRACKIO_DIR, MLFLOW_TRACKING_URI."""
     tracker_project: str = "mathrl"
     """Project (W&B, Trackio) or experiment (MLflow) the trackers file the run under; the run is named `name`."""
     warn_zero_std_frac: float = 0.8
@@ -362,6 +379,9 @@ class SFTConfig:
     eval_limit: int = 200
     """Test problems for the greedy accuracy printed after training (0 = skip)."""
 
+    def __post_init__(self):
+        checks.check_sft(self)
+
 
 @dataclass
 class EvalConfig:
@@ -370,10 +390,10 @@ class EvalConfig:
     model: str = ""
     """What `mathrl eval` evaluates: a hub id, model dir, LoRA adapter dir, run dir or checkpoint; empty = the run's trained model `<output_dir>/<name>/final` if it exists, else model.name_or_path."""
     dataset: str = "gsm-synth"
-    """gsm8k, math, math500, gsm-synth, or a JSONL path in the prepared schema."""
-    split: str = "test"
+    """A prepared dataset (any of data.datasets' choices) or a JSONL path in the prepared schema; `+` joins several."""
+    split: Split = "test"
     """Split of a prepared dataset."""
-    extra_splits: list[str] = field(default_factory=list)
+    extra_splits: list[Split] = field(default_factory=list)
     """More splits of the same dataset evaluated with the same settings by `mathrl run` (before and after) and the periodic eval, e.g. gsm-synth's `test_longer`."""
     limit: int = 0
     """Evaluate only the first N problems (0 = all)."""
@@ -418,8 +438,8 @@ class RunConfig:
     """Seed for sampling, data order and initialisation."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """`auto` (cuda if torch sees a GPU, else cpu with a warning on stderr), `cpu`, or `cuda` (stops when there is no GPU); under torchrun it also picks the backend: gloo for cpu, NCCL for cuda."""
-    stages: list[str] = field(default_factory=lambda: ["train", "eval"])
-    """What `mathrl run` (`make train`) does, in order: any of build-tiny, sft, train, eval."""
+    stages: list[Stage] = field(default_factory=lambda: ["train", "eval"])
+    """What `mathrl run` (`make train`) does, in order."""
     threads: int = 0
     """torch CPU threads for every stage, set and printed at its start (0 = torch's default, one per core: results may then depend on the machine's core count). Overrides OMP_NUM_THREADS."""
     deterministic: bool = False

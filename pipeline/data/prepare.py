@@ -11,7 +11,9 @@ unless the inputs, the settings or this code changed.
 `mathrl data` prepares ``data.datasets`` (all four by default); the other stages call
 ``prepare_for`` first, which prepares just the datasets that stage reads (``datasets_for``:
 ``train.task``, ``sft.task``, ``eval.dataset`` with their mixture parts and few-shot sources),
-under a file lock so that torchrun's ranks prepare once.
+under a file lock so that torchrun's ranks prepare once, and reads the user's own JSONL files
+those keys name (``files_for``), so a missing file or a malformed line stops the stage with one
+line before any model loads.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import get_args
 
 from pipeline.config import DataConfig, RunConfig
-from pipeline.config.checks import DATASETS
-from pipeline.data.problems import FEW_SHOT_SOURCE, MIX, SYNTH, DataError, prepared_path
+from pipeline.config.schema import MIX, Dataset
+from pipeline.data.problems import FEW_SHOT_SOURCE, SYNTH, DataError, load_problems, prepared_path
 from rewards.answers.extract import reference_answer
 
 
@@ -233,16 +236,19 @@ def _evaluated(cfg: RunConfig, dataset: str) -> list[str]:
     return parts + [FEW_SHOT_SOURCE[p] for p in parts if cfg.prompt.few_shot and p in FEW_SHOT_SOURCE]
 
 
-def datasets_for(cfg: RunConfig, stage: str) -> list[str]:
-    """The prepared datasets `mathrl <stage>` reads under ``cfg`` (JSONL paths are the user's own)."""
+def _stages(cfg: RunConfig, stage: str) -> list[str]:
+    """The `mathrl run` stages that `mathrl <stage>` runs."""
     if stage == "run":
-        stages = cfg.stages
-    elif stage == "experiment":  # its own GRPO runs, evaluated on train.task
-        stages = [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
-    else:
-        stages = [stage]
+        return cfg.stages
+    if stage == "experiment":  # its own GRPO runs, evaluated on train.task
+        return [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
+    return [stage]
+
+
+def _read_by(cfg: RunConfig, stage: str) -> list[str]:
+    """Every dataset part and JSONL path `mathrl <stage>` reads under ``cfg``."""
     names = []
-    for s in stages:
+    for s in _stages(cfg, stage):
         if s == "build-tiny":  # the tokenizer's corpus
             names.append(SYNTH)
         elif s == "sft":
@@ -252,11 +258,38 @@ def datasets_for(cfg: RunConfig, stage: str) -> list[str]:
             names += _evaluated(cfg, cfg.train.task) if evaluated else cfg.train.task.split(MIX)
         elif s == "eval":
             names += _evaluated(cfg, cfg.eval.dataset)
-    return [name for name in DATASETS if name in names]
+    return names
+
+
+def datasets_for(cfg: RunConfig, stage: str) -> list[str]:
+    """The prepared datasets `mathrl <stage>` reads under ``cfg``, in the schema's order."""
+    names = _read_by(cfg, stage)
+    return [name for name in get_args(Dataset) if name in names]
+
+
+def files_for(cfg: RunConfig, stage: str) -> list[str]:
+    """The user's own JSONL files `mathrl <stage>` reads under ``cfg``."""
+    return list(dict.fromkeys(name for name in _read_by(cfg, stage) if name.endswith(".jsonl")))
+
+
+def check_files(cfg: RunConfig, stage: str) -> None:
+    """Read every JSONL file the stage will read, and see that what it trains on has a train split:
+    a missing file, a malformed line, a record without question or answer or a test-only dataset
+    is a DataError of one line (the file, the line, the record or the key)."""
+    for key, task in (("sft.task", cfg.sft.task), ("train.task", cfg.train.task)):
+        if key.partition(".")[0] in _stages(cfg, stage):
+            for part in task.split(MIX):
+                if part in SOURCES and "train" not in SOURCES[part]:
+                    raise DataError(f"{key}={task}: {part} has no train split (only {', '.join(SOURCES[part])}); "
+                                    "train on a dataset that has one and evaluate on this one")
+    for path in files_for(cfg, stage):
+        load_problems(cfg.data.prepared_dir, path, "train")  # the split is ignored for a file
 
 
 def prepare_for(cfg: RunConfig, stage: str) -> dict[str, dict[str, int]]:
-    """Prepare what ``stage`` reads (a no-op for what is up to date); ranks started together take turns."""
+    """Check the user's files ``stage`` reads, then prepare the datasets it reads (a no-op for what is
+    up to date); ranks started together take turns."""
+    check_files(cfg, stage)
     names = datasets_for(cfg, stage)
     if not names:
         return {}

@@ -11,11 +11,12 @@ eval of a mixture then samples every part).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from pipeline.config.schema import MIX
+from rewards.jsonl import JSONLError, read_jsonl as read_records
+
 SYNTH = "gsm-synth"
-MIX = "+"  # joins the datasets of a mixture: gsm8k+math
 # Which prepared dataset supplies the few-shot examples for each eval dataset (its train split;
 # MATH-500 borrows MATH's, which the data stage deduplicated against MATH-500).
 FEW_SHOT_SOURCE = {"gsm8k": "gsm8k", "math": "math", "math500": "math", "gsm-synth": "gsm-synth"}
@@ -30,8 +31,11 @@ def prepared_path(prepared_dir: str, dataset: str, split: str) -> Path:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a JSONL file; a malformed line is a DataError naming the file and line."""
+    try:
+        return read_records(path)
+    except JSONLError as e:
+        raise DataError(str(e)) from None
 
 
 def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0, synth=None) -> list[dict]:

@@ -9,36 +9,31 @@ PATH is JSON lines with `dataset` (the subset), `question`, `steps` (list of str
 et al. 2024). The PRM scores every solution in batches first (`reward.prm_batch_size`, on the
 GPU when there is one); `both` mixes it with the rules as `reward.prm_mix` says. The metric is
 `rewards.steps.scorers.evaluate_step_checker`: per subset accuracy on erroneous and on correct
-solutions, their F1, flag precision; the headline is the mean subset F1.
+solutions, their F1, flag precision; the headline is the mean subset F1. The command checks
+``--scorer`` against the config first (``config.checks.check_options``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
-from pipeline.config import ConfigError, RunConfig
-from rewards.steps.mix import MixedStepScorer, StepMix
+from pipeline.config import RunConfig
+from rewards.jsonl import read_jsonl
 from rewards.steps.scorers import PUBLISHED, RuleStepScorer, evaluate_step_checker, format_table
-
-SCORERS = ("rules", "prm", "both")
+from rewards.steps.mix import MixedStepScorer, StepMix
 
 
 def load_records(path: str, per_subset: int = 0) -> list[dict]:
     """Labelled records of `path` (the first `per_subset` of each subset when > 0)."""
     records, seen = [], {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            if not isinstance(rec.get("steps"), list) or rec.get("first_error_step") is None:
-                continue
-            subset = str(rec.get("dataset", "all"))
-            seen[subset] = seen.get(subset, 0) + 1
-            if not per_subset or seen[subset] <= per_subset:
-                records.append(rec)
+    for rec in read_jsonl(path):
+        if not isinstance(rec.get("steps"), list) or rec.get("first_error_step") is None:
+            continue
+        subset = str(rec.get("dataset", "all"))
+        seen[subset] = seen.get(subset, 0) + 1
+        if not per_subset or seen[subset] <= per_subset:
+            records.append(rec)
     if not records:
         raise ValueError(f"{path}: no records with a `steps` list and a `first_error_step` label")
     return records
@@ -48,8 +43,6 @@ def build_scorer(cfg: RunConfig, scorer: str, records: list[dict]):
     """The step scorer `--scorer` names; the PRM ones score every record up front, in batches."""
     if scorer == "rules":
         return RuleStepScorer()
-    if not cfg.reward.prm:
-        raise ConfigError(f"eval-prm --scorer {scorer} needs reward.prm (a PRM directory or hub id)")
     from pipeline.prm import CachedScorer, load_scorer
 
     prm = CachedScorer(load_scorer(cfg), records)
@@ -61,14 +54,12 @@ def build_scorer(cfg: RunConfig, scorer: str, records: list[dict]):
 def main(cfg: RunConfig, path: str = "", scorer: str = "rules", per_subset: int = 0) -> int:
     """Print the ProcessBench table of `scorer` on `path`; 2 with one line for bad input."""
     try:
-        if scorer not in SCORERS:
-            raise ConfigError(f"--scorer must be one of {', '.join(SCORERS)}, got {scorer!r}")
         records = load_records(path, per_subset)
-        t0 = time.perf_counter()
-        step_scorer = build_scorer(cfg, scorer, records)
-    except (ConfigError, ValueError) as e:  # a json.JSONDecodeError is a ValueError too
+    except (OSError, ValueError) as e:  # a JSONLError is a ValueError: one line naming the file and line
         print(f"mathrl eval-prm: {e}", file=sys.stderr)
         return 2
+    t0 = time.perf_counter()
+    step_scorer = build_scorer(cfg, scorer, records)
     results = evaluate_step_checker(records, step_scorer)
     seconds = time.perf_counter() - t0
     r = cfg.reward

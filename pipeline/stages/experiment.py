@@ -22,12 +22,14 @@ import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import get_args
 
 from pipeline import layout
 from pipeline.config import RunConfig
+from pipeline.config.schema import Supervision
 from evals.stats import band, first_reach, mean_ci, permutation_p, welch_ci
 
-MODES = ("outcome", "process")
+MODES = get_args(Supervision)
 COLORS = {"outcome": "tab:blue", "process": "tab:orange"}
 
 

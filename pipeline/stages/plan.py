@@ -1,7 +1,7 @@
 """`mathrl plan --config X --gpu-mem 80 [--ranks N] [--prompt-tokens P]`: the estimated GPU memory of
 a run, per component and phase (``pipeline/plan/``), from the model's config alone: nothing is
 loaded onto any device. Exit code 0 when the peak fits, 1 when it does not, 2 for bad input (an
-unknown model, say).
+unknown model, say); the command checks the options first (``config.checks.check_options``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from pipeline.plan.shapes import load_config, shape_from_config
 
 
 def main(cfg: RunConfig, gpu_mem: float = 80.0, ranks: int = 1, prompt_tokens: int = 512) -> int:
-    if gpu_mem <= 0 or ranks < 1 or prompt_tokens < 0:
-        print("mathrl plan: --gpu-mem must be > 0, --ranks >= 1, --prompt-tokens >= 0", file=sys.stderr)
-        return 2
     try:
         model_cfg, source = load_config(cfg.model.name_or_path)
         shape = shape_from_config(model_cfg)

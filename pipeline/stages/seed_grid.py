@@ -31,12 +31,15 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from typing import get_args
+
 from pipeline import freshness, layout
-from pipeline.config import ConfigError, RunConfig, to_dict
+from pipeline.config import RunConfig, to_dict
+from pipeline.config.schema import WarmStart
 
 SFT_SEEDS = (0, 1, 2)
 GRPO_SEEDS = (0, 1, 2)
-STARTS = ("corrupted", "clean")  # the names `--warm-starts` takes
+STARTS = get_args(WarmStart)  # the names `--warm-starts` takes
 
 
 def warm_starts(cfg: RunConfig) -> dict[str, RunConfig]:
@@ -182,11 +185,9 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) ->
 
 
 def lanes(cfg: RunConfig, sft_seeds: tuple[int, ...], starts: tuple[str, ...]) -> list[tuple[str, int, RunConfig]]:
-    """(warm start label, SFT seed, SFT config) of each lane, warm start by warm start."""
+    """(warm start label, SFT seed, SFT config) of each lane, warm start by warm start (the command
+    has checked that ``starts`` leaves one: ``config.checks.check_options``)."""
     chosen = {k: v for k, v in warm_starts(cfg).items() if ("clean" if k == "clean" else "corrupted") in starts}
-    if not chosen:
-        raise ConfigError(f"seed-grid: no warm start left from {starts} (the config's sft.corrupt_frac is 0, "
-                         "so `corrupted` is the same as `clean`)")
     return [(start, seed, sft_config(start_cfg, start, seed, cfg))
             for start, start_cfg in chosen.items() for seed in sft_seeds]
 

@@ -16,8 +16,9 @@ uses (override with `instruction=`). Needs pyarrow (`pip install 'mathrl[verl]'`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from rewards.jsonl import read_jsonl
 
 # prepared dataset name -> (data_source, answer style)
 DATA_SOURCES = {
@@ -63,9 +64,7 @@ def convert(src: str | Path, dst: str | Path, instruction: str | None = None) ->
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError("writing verl parquet needs pyarrow: pip install 'mathrl[verl]'") from None
-    text = Path(src).read_text(encoding="utf-8")
-    # split on "\n" only: str.splitlines also breaks at U+2028 inside JSON strings
-    records = [json.loads(line) for line in text.split("\n") if line.strip()]
+    records = read_jsonl(src)  # a JSONLError (a ValueError) names the file and line
     if not records:
         raise ValueError(f"{src}: no records")
     rows = [verl_row(r, i, instruction) for i, r in enumerate(records)]
