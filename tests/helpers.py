@@ -12,3 +12,9 @@ def char_count(completion: str, gold: str, style: str = "auto") -> float:
     almost never tie, so a small weight of it gives every group a learning signal even when no
     sample happens to hold a digit (tests that assert a non-zero gradient on every step)."""
     return len(completion) / 100
+
+
+def digit_fraction_odd_gold(completion: str, gold: str, style: str = "auto") -> float:
+    """``digit_fraction`` on problems whose gold answer is odd, 0 on the others: a batch with both
+    groups that teach and groups whose rewards are all equal (advantage 0), on an untrained model."""
+    return digit_fraction(completion, gold) if gold.strip().lstrip("-").isdigit() and int(gold) % 2 else 0.0

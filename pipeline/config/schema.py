@@ -260,6 +260,8 @@ class TrainConfig:
     """Dynamic sampling: extra rollout rounds allowed per step."""
     mask_truncated: bool = False
     """Exclude completions that hit max_new_tokens from the loss."""
+    skip_zero_advantage: bool = False
+    """Leave rows whose gradient is exactly zero (all-zero advantage, no KL in the loss) out of the update's forward/backward; the loss keeps the full batch's normalisation, so the gradient is the same up to float summation order, not bitwise (pipeline/grpo/skipping.py; not under bnpo or FSDP). Loss statistics are then over the trained rows."""
     save_every: int = 50
     """Checkpoint every N steps (0 = only at the end)."""
     keep_checkpoints: int = 2

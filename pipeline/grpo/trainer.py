@@ -55,6 +55,7 @@ from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
+from pipeline.grpo.skipping import can_skip, teaching_rows
 from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
@@ -177,19 +178,24 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     the batch and the passes."""
     mask = loss_mask(cfg, batch.episodes, batch.packed)
     parts = mini_batch_rows([e.group for e in batch.episodes], cfg.train.mini_batches)
+    trained = _trained_rows(cfg, state, batch, mask, parts)  # without the rows that cannot move the weights
     # GLOBAL counts of each mini-batch: policy_loss scales each micro-batch's loss by them, so the
     # gradients summed over micro-batches and ranks are one process's on that whole mini-batch
     # (each mini-batch is normalised as a batch of its own, as verl's ppo_mini_batch_size).
-    counts = distributed.all_reduce_sum([c for rows in parts for c in (len(rows), float(mask[rows].sum()))])
-    sizes = list(zip(counts[0::2], counts[1::2]))
-    weight = 1.0 / (sum(n for n, _ in sizes) * cfg.train.num_iterations)  # statistics: row-weighted means
+    counts = distributed.all_reduce_sum([c for rows, kept in zip(parts, trained)
+                                         for c in (len(rows), float(mask[rows].sum()), len(kept))])
+    sizes = list(zip(counts[0::3], counts[1::3]))
+    # a mini-batch with no row to train on any rank is trained whole: its loss statistics stay defined
+    trained = [kept if n_kept else rows for rows, kept, n_kept in zip(parts, trained, counts[2::3])]
+    n_trained = sum(n_kept or n for n, n_kept in zip(counts[0::3], counts[2::3]))
+    weight = 1.0 / (n_trained * cfg.train.num_iterations)  # statistics: row-weighted means over the trained rows
     sums: dict[str, torch.Tensor] = {}  # on the device until the one read below
     grad_norms = []
     # the first pass's token-entropy sum and token count (device tensors once a mini-batch has added to them)
     entropy: list = [0.0, 0.0]
     with timed(timer, "update"):
         for it in range(cfg.train.num_iterations):
-            for rows, (n_all, total_tokens) in zip(parts, sizes):
+            for rows, (n_all, total_tokens) in zip(trained, sizes):
                 if n_all == 0:  # empty on every rank (dynamic sampling kept fewer groups than mini-batches)
                     continue
                 grad_norms.append(_mini_batch_step(cfg, state, batch, mask, rows, n_all, total_tokens,
@@ -200,7 +206,17 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     *values, ent_sum, ent_tokens = distributed.all_reduce_sum(read)
     sums = dict(zip(sums, values))
     return {**sums, "entropy": ent_sum / max(ent_tokens, 1.0), "grad_norm": sum(grad_norms) / len(grad_norms),
-            "lr": state.scheduler.get_last_lr()[0]}
+            "lr": state.scheduler.get_last_lr()[0], "skipped_frac": 1.0 - n_trained / sum(counts[0::3])}
+
+
+def _trained_rows(cfg, state: TrainState, batch: Batch, mask, parts: list[list[int]]) -> list[list[int]]:
+    """Each mini-batch's rows less those whose gradient is exactly zero (skipping.py), under
+    ``train.skip_zero_advantage`` where that is exact; else ``parts`` itself."""
+    kl_in_loss = cfg.train.kl_in == "loss" and cfg.train.beta != 0
+    if not (cfg.train.skip_zero_advantage and can_skip(cfg.train.loss_type, kl_in_loss, fsdp.is_sharded(state.policy))):
+        return parts
+    teaches = teaching_rows(batch.advantages, mask).tolist()  # one read for the whole batch
+    return [[r for r in rows if teaches[r]] for rows in parts]
 
 
 def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int], n_all: float, total_tokens: float,
