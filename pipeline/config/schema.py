@@ -260,6 +260,8 @@ class TrainConfig:
     """Dynamic sampling: extra rollout rounds allowed per step."""
     mask_truncated: bool = False
     """Exclude completions that hit max_new_tokens from the loss."""
+    forward_layout: Literal["padded", "trimmed", "shared_prompt"] = "padded"
+    """How the log-prob forwards (old/reference log-probs and the update) lay a micro-batch out: `padded` at the batch's full width; `trimmed` without the columns no row of the micro-batch uses; `shared_prompt` also forwards each group's shared prompt once, its completions on top of its KV cache. The same log-probs and gradients up to float rounding (pipeline/grpo/packing.py)."""
     skip_zero_advantage: bool = False
     """Leave rows whose gradient is exactly zero (all-zero advantage, no KL in the loss) out of the update's forward/backward; the loss keeps the full batch's normalisation, so the gradient is the same up to float summation order, not bitwise (pipeline/grpo/skipping.py; not under bnpo or FSDP). Loss statistics are then over the trained rows."""
     save_every: int = 50

@@ -178,7 +178,8 @@ def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
     """[N, T] log-probs of every packed completion under ``model``, in micro-batches."""
     n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
     with autocast_for(cfg):
-        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature).float()
+        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature,
+                                         layout=cfg.train.forward_layout).float()
                           for s in range(0, n, mb)])
 
 

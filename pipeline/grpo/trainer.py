@@ -231,7 +231,8 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
         stop = min(len(part), start + cfg.train.micro_batch_size)
         rows = slice(start, stop) if whole else part[start:stop]
         with autocast_for(cfg):
-            out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None)
+            out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None,
+                                 layout=cfg.train.forward_layout)
         logp, ent = out if entropy is not None else (out, None)
         if entropy is not None:
             m = mask[rows].to(ent.device, torch.float32)
