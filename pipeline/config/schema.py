@@ -254,6 +254,12 @@ class TrainConfig:
     """Put the KL penalty in the loss (GRPO) or, detached, in the reward (PPO style)."""
     ref_reset_every: int = 0
     """Copy the policy into the reference every K steps (iterative GRPO; 0 = never)."""
+    sampling: Literal["uniform", "pass_rate"] = "uniform"
+    """How questions are drawn: `uniform` (a seeded shuffle per epoch) or `pass_rate`: the same walk, but a question whose samples were all correct at its last draw is skipped for retire_epochs epochs and one whose samples were all wrong is drawn with probability unsolved_keep (pipeline/grpo/sampling.py)."""
+    retire_epochs: int = 1
+    """sampling=pass_rate: epochs an all-correct question sits out after its draw (0 = never retired)."""
+    unsolved_keep: float = 0.5
+    """sampling=pass_rate: probability that a question with no correct sample at its last draw is drawn again when the walk reaches it."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal and resample questions to refill (DAPO)."""
     max_resample_rounds: int = 3

@@ -124,6 +124,7 @@ def collect_groups(cfg, state: TrainState, timer: dict) -> tuple[list[Episode], 
         pad = [drawn[0]] * (-(-len(drawn) // distributed.world_size()) - len(mine)) if getattr(
             engine, "lockstep", False) else []
         groups = rollout(cfg, engine, state.tokenizer, mine, timer, first + offset, lockstep_pad=pad)
+        sampler.observe(groups)  # pass-rate sampling learns from every rank's scores (sampling.py)
         groups = distributed.gather_list(groups) if spread else groups
         for group in groups:
             flat = max(e.reward for e in group) == min(e.reward for e in group)

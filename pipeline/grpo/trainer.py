@@ -49,12 +49,13 @@ from pipeline.data.problems import load_problems
 from pipeline.device import resolve_device
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
 from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
-from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
+from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
+from pipeline.grpo.sampling import build_sampler
 from pipeline.grpo.skipping import can_skip, teaching_rows
 from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
@@ -112,7 +113,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
-        metrics = step_metrics(cfg, view, update, timer)
+        metrics = {**step_metrics(cfg, view, update, timer), **state.sampler.stats()}
         if cfg.train.eval_every and _evaluates_here(state, main_rank) and (
                 step % cfg.train.eval_every == 0 or step == cfg.train.steps):
             out_dir = layout.eval_dir(run_dir, f"step_{step}") if main_rank else None
@@ -141,7 +142,7 @@ def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple
     """(the models, optimizer, sampler and engine, the step to continue after), restored from the
     checkpoint ``ckpt`` (``saved``: its trainer state) when resuming."""
     torch.manual_seed(cfg.seed)
-    sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
+    sampler = build_sampler(cfg, load_problems(cfg.data.prepared_dir, cfg.train.task, "train"))
     policy, tok, ref = build_policy(cfg, ckpt)
     distributed.broadcast_params(policy)
     policy, ref = fsdp.shard(cfg, policy, ref)  # train.fsdp under torchrun: FSDP2, else unchanged
