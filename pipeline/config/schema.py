@@ -128,6 +128,8 @@ class RolloutConfig:
     """Top-k sampling (0 = off)."""
     batch_size: int = 64
     """Sequences generated at once by the HF engine."""
+    shared_prefill: bool = False
+    """HF engine: prefill each prompt once for its G samples instead of once per sample (pipeline/rollout/prefill.py); the same logits up to float rounding, not bitwise."""
     gpu_memory_utilization: float = 0.3
     """vLLM: fraction of GPU memory the colocated engine may take."""
     vllm_max_model_len: int = 2048
