@@ -60,3 +60,15 @@ def test_nothing_is_skipped_with_the_kl_in_the_loss(tiny_setup):
                                   f"train.skip_zero_advantage={s}", *MIXED)) for s in ("false", "true")]
     assert read_metrics(runs[1])[0]["skipped_frac"] == 0
     assert torch.equal(_weights(runs[0]), _weights(runs[1]))
+
+
+def test_a_batch_with_nothing_to_teach_keeps_one_row(tiny_setup):
+    """Every group flat (an untrained model never answers correctly): one row per mini-batch is
+    still forwarded, so the statistics exist, and the step is the full update's (no movement)."""
+    runs = [trainer.train(run_cfg(tiny_setup, f"flat-skip-{s}", "train.steps=1", "train.beta=0",
+                                  "reward.weights={correct: 1.0}", f"train.skip_zero_advantage={s}"))
+            for s in ("false", "true")]
+    full, skipped = read_metrics(runs[0])[0], read_metrics(runs[1])[0]
+    assert skipped["skipped_frac"] == 1 - 1 / 12 and full["skipped_frac"] == 0  # 3 questions x G = 4
+    assert skipped["grad_norm"] == full["grad_norm"] == 0 and "loss" in skipped
+    assert torch.equal(_weights(runs[0]), _weights(runs[1]))

@@ -186,9 +186,7 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     counts = distributed.all_reduce_sum([c for rows, kept in zip(parts, trained)
                                          for c in (len(rows), float(mask[rows].sum()), len(kept))])
     sizes = list(zip(counts[0::3], counts[1::3]))
-    # a mini-batch with no row to train on any rank is trained whole: its loss statistics stay defined
-    trained = [kept if n_kept else rows for rows, kept, n_kept in zip(parts, trained, counts[2::3])]
-    n_trained = sum(n_kept or n for n, n_kept in zip(counts[0::3], counts[2::3]))
+    n_trained = sum(counts[2::3])
     weight = 1.0 / (n_trained * cfg.train.num_iterations)  # statistics: row-weighted means over the trained rows
     sums: dict[str, torch.Tensor] = {}  # on the device until the one read below
     grad_norms = []
@@ -217,7 +215,8 @@ def _trained_rows(cfg, state: TrainState, batch: Batch, mask, parts: list[list[i
     if not (cfg.train.skip_zero_advantage and can_skip(cfg.train.loss_type, kl_in_loss, fsdp.is_sharded(state.policy))):
         return parts
     teaches = teaching_rows(batch.advantages, mask).tolist()  # one read for the whole batch
-    return [[r for r in rows if teaches[r]] for rows in parts]
+    # a part with nothing to teach keeps one row (gradient 0): every rank still has its statistics
+    return [[r for r in rows if teaches[r]] or rows[:1] for rows in parts]
 
 
 def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int], n_all: float, total_tokens: float,
