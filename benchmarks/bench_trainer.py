@@ -17,6 +17,8 @@ Each trainer runs in its own child process (`--child ours|trl`). Measured there:
   is a warm-up and is dropped; model loading and setup happen before step 1 and are not counted.
   Hooks: ours wraps `trainer.make_batch` (loop start) and `RunLog.log` (step end); TRL uses a
   TrainerCallback (on_step_begin / on_step_end).
+- CPU seconds per step: the child's process CPU time over the same intervals (one torch thread:
+  what the step computed, far less inflated than wall time when other work shares the machine).
 - peak RSS of the whole child (os.wait4's ru_maxrss): what a user sees, imports included.
 - loop peak: the peak RSS reached during the training steps minus the RSS just before step 1
   (the kernel's high-water mark is reset there via /proc/self/clear_refs), i.e. the memory the
@@ -100,6 +102,7 @@ class Probe:
     def __init__(self):
         self.t0 = None
         self.ends: list[float] = []
+        self.cpu: list[float] = []  # process CPU seconds at the same stamps (less load-sensitive)
         self.base_rss = self.hwm = float("nan")
         self.hwm_reset = False
 
@@ -113,15 +116,18 @@ class Probe:
         except OSError:
             pass
         self.t0 = time.perf_counter()
+        self.cpu.append(time.process_time())
 
     def end(self) -> None:
         self.ends.append(time.perf_counter())
+        self.cpu.append(time.process_time())
         self.hwm = _proc_status_mib("VmHWM")
 
     def result(self) -> dict:
         stamps = [self.t0, *self.ends]
         steps = [b - a for a, b in zip(stamps, stamps[1:])]
-        return {"warmup_s": steps[0], "step_s": steps[1:], "base_rss_mib": self.base_rss,
+        cpu = [b - a for a, b in zip(self.cpu, self.cpu[1:])]
+        return {"warmup_s": steps[0], "step_s": steps[1:], "cpu_step_s": cpu[1:], "base_rss_mib": self.base_rss,
                 "loop_peak_mib": self.hwm - self.base_rss if self.hwm_reset else float("nan")}
 
 
@@ -307,7 +313,7 @@ def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
     fast_t = min(v for r in trl for v in r["step_s"])
     print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in ours)} timed steps each")
     print(f"  {'':28s}{'ours':>10s}{'TRL':>10s}{'ours/TRL':>10s}")
-    for label, key in [("s/step (median)", "step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
+    for label, key in [("s/step (median)", "step_s"), ("CPU s/step (median)", "cpu_step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
                        ("loop peak MiB (over start)", "loop_peak_mib"), ("RSS before step 1 MiB", "base_rss_mib"),
                        ("warm-up step s", "warmup_s"), ("completion tokens (mean)", "completion_len"),
                        ("reward (mean)", "reward")]:
@@ -377,7 +383,9 @@ def main() -> None:
                 if name != "ours":
                     base, new = (statistics.median(v for r in runs[k] for v in r["step_s"]) for k in ("ours", name))
                     fast = [min(v for r in runs[k] for v in r["step_s"]) for k in ("ours", name)]
-                    print(f"  {name} / ours: s/step median {new / base:.2f}, fastest {fast[1] / fast[0]:.2f}")
+                    cpu = [statistics.median(v for r in runs[k] for v in r["cpu_step_s"]) for k in ("ours", name)]
+                    print(f"  {name} / ours: s/step median {new / base:.2f}, fastest {fast[1] / fast[0]:.2f}, "
+                          f"CPU s/step median {cpu[1] / cpu[0]:.2f}")
         print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               "(above the CPU count means other work shared the machine and timings are noisy)")
 
