@@ -17,6 +17,8 @@ Each trainer runs in its own child process (`--child ours|trl`). Measured there:
   is a warm-up and is dropped; model loading and setup happen before step 1 and are not counted.
   Hooks: ours wraps `trainer.make_batch` (loop start) and `RunLog.log` (step end); TRL uses a
   TrainerCallback (on_step_begin / on_step_end).
+- CPU seconds per step: the child's process CPU time over the same intervals (one torch thread:
+  what the step computed, far less inflated than wall time when other work shares the machine).
 - peak RSS of the whole child (os.wait4's ru_maxrss): what a user sees, imports included.
 - loop peak: the peak RSS reached during the training steps minus the RSS just before step 1
   (the kernel's high-water mark is reset there via /proc/self/clear_refs), i.e. the memory the
@@ -33,9 +35,15 @@ OpenMP threads per process stall at every barrier when another process holds a c
 steps up to 10x slower and far noisier in trials. Repeats alternate which trainer runs first.
 The "fastest" row (each side's quickest timed step) is the least load-sensitive estimate.
 
+Variants (`--variant NAME=KEY=VALUE[,KEY=VALUE...]`, repeatable) run our trainer again in the same
+run with those config overrides, e.g. `skip=train.skip_zero_advantage=true` or
+`shared=train.forward_layout=shared_prompt`; each gets its own table against TRL and a row of its
+s/step over our plain run's. `--beta 0` and `--reward tests.helpers:digit_fraction_odd_gold` (0 on
+even-answer problems: about half the groups flat) give the zero-advantage groups that skipping saves.
+
 Usage: python benchmarks/bench_trainer.py [--size tiny|default|small|all] [--steps 4] [--repeats 2]
        [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--threads 1]
-       [--workdir DIR]
+       [--workdir DIR] [--beta 0.04] [--reward module:fn] [--variant NAME=OVERRIDES ...]
 The default (tiny model, 4 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
 `--size all --steps 6 --repeats 3` about 6-10 minutes. Results: docs/bench_trainer.md.
 """
@@ -74,8 +82,9 @@ def run_overrides(a, workdir: Path, size: str) -> list[str]:
     return [*base_overrides(workdir, size), f"name=bench_{size}", "train.resume=never", "train.save_every=0",
             f"train.steps={a.steps}", f"train.questions_per_step={a.questions}", f"rollout.group_size={a.group}",
             f"rollout.max_new_tokens={a.max_new_tokens}", f"train.micro_batch_size={a.micro_batch}",
-            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", "train.beta=0.04",
-            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{REWARD}: 1.0}}"]
+            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", f"train.beta={a.beta}",
+            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{a.reward}: 1.0}}",
+            *json.loads(a.extra or "[]")]
 
 
 # ---------------------------------------------------------------- child side: probes and trainers
@@ -93,6 +102,7 @@ class Probe:
     def __init__(self):
         self.t0 = None
         self.ends: list[float] = []
+        self.cpu: list[float] = []  # process CPU seconds at the same stamps (less load-sensitive)
         self.base_rss = self.hwm = float("nan")
         self.hwm_reset = False
 
@@ -106,15 +116,18 @@ class Probe:
         except OSError:
             pass
         self.t0 = time.perf_counter()
+        self.cpu.append(time.process_time())
 
     def end(self) -> None:
         self.ends.append(time.perf_counter())
+        self.cpu.append(time.process_time())
         self.hwm = _proc_status_mib("VmHWM")
 
     def result(self) -> dict:
         stamps = [self.t0, *self.ends]
         steps = [b - a for a, b in zip(stamps, stamps[1:])]
-        return {"warmup_s": steps[0], "step_s": steps[1:], "base_rss_mib": self.base_rss,
+        cpu = [b - a for a, b in zip(self.cpu, self.cpu[1:])]
+        return {"warmup_s": steps[0], "step_s": steps[1:], "cpu_step_s": cpu[1:], "base_rss_mib": self.base_rss,
                 "loop_peak_mib": self.hwm - self.base_rss if self.hwm_reset else float("nan")}
 
 
@@ -137,21 +150,27 @@ def run_ours(a, workdir: Path, size: str, probe: Probe) -> dict:
     cfg = load_run_config(None, run_overrides(a, workdir, size))
     rows = read_metrics(trainer.train(cfg))[1:]  # timed steps only
     phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in
-              [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs")]}
+              [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs"), ("update", "update")]}
     return {"completion_len": statistics.mean(r["completion_len/mean"] for r in rows),
+            "skipped_frac": statistics.mean(r.get("skipped_frac", 0.0) for r in rows),
             "reward": statistics.mean(r["reward/mean"] for r in rows), "phases": phases}
 
 
-def _trl_rewards():
-    import rewards
-    from tests.helpers import digit_fraction as df
+def _trl_rewards(reward: str):
+    import importlib
 
-    def digit_fraction(completions, answer, **_):
-        return [df(c, g) for c, g in zip(completions, answer)]
+    import rewards
+
+    module, name = reward.split(":")
+    fn = getattr(importlib.import_module(module), name)
+
+    def weighted(completions, answer, **_):
+        return [fn(c, g) for c, g in zip(completions, answer)]
+    weighted.__name__ = name
 
     def correct(completions, answer, **_):
         return [float(rewards.REWARDS["correct"](c, g, "auto")) for c, g in zip(completions, answer)]
-    return [digit_fraction, correct]
+    return [weighted, correct]
 
 
 def trl_config(cfg, out_dir: Path):
@@ -206,7 +225,7 @@ def run_trl(a, workdir: Path, size: str, probe: Probe) -> dict:
                 values.append(trainer._metrics["train"][key][-1])
             spans.append({})
 
-    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(),
+    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(a.reward),
                           args=trl_config(cfg, workdir / "runs" / f"trl_{size}"), train_dataset=data,
                           processing_class=tok, callbacks=[Hooks()])
     trainer.train()
@@ -260,14 +279,14 @@ def setup(workdir: Path, size: str) -> int:
     return json.loads((Path(cfg.model.tiny_dir) / models.BUILD_INFO).read_text())["params"]
 
 
-def run_child(kind: str, a, workdir: Path, size: str) -> dict:
+def run_child(kind: str, a, workdir: Path, size: str, extra: list[str] = ()) -> dict:
     result = workdir / f"result_{kind}_{size}.json"
     result.unlink(missing_ok=True)
     log_path = workdir / f"log_{kind}_{size}.txt"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--size", size, "--workdir", str(workdir),
            "--result", str(result), "--steps", str(a.steps), "--questions", str(a.questions), "--group",
            str(a.group), "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
-           "--threads", str(a.threads)]
+           "--threads", str(a.threads), "--beta", str(a.beta), "--reward", a.reward, "--extra", json.dumps(list(extra))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "TQDM_DISABLE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if a.threads:
@@ -294,7 +313,7 @@ def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
     fast_t = min(v for r in trl for v in r["step_s"])
     print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in ours)} timed steps each")
     print(f"  {'':28s}{'ours':>10s}{'TRL':>10s}{'ours/TRL':>10s}")
-    for label, key in [("s/step (median)", "step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
+    for label, key in [("s/step (median)", "step_s"), ("CPU s/step (median)", "cpu_step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
                        ("loop peak MiB (over start)", "loop_peak_mib"), ("RSS before step 1 MiB", "base_rss_mib"),
                        ("warm-up step s", "warmup_s"), ("completion tokens (mean)", "completion_len"),
                        ("reward (mean)", "reward")]:
@@ -303,9 +322,11 @@ def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
     print(f"  {'s/step (fastest)':28s}{fast_o:10.3f}{fast_t:10.3f}{_ratio(fast_o, fast_t):>10s}")
     for name, runs in [("ours", ours), ("TRL", trl)]:
         phases = {k: statistics.mean(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
-        # The rest: forward/backward of the loss, optimizer step, bookkeeping.
-        phases["update+rest"] = statistics.mean(v for r in runs for v in r["step_s"]) - sum(phases.values())
+        # The rest: forward/backward of the loss and optimizer step (TRL), bookkeeping.
+        phases["rest"] = statistics.mean(v for r in runs for v in r["step_s"]) - sum(phases.values())
         print(f"  {name} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
+    if any(r.get("skipped_frac") for r in ours):
+        print(f"  ours: {statistics.mean(r['skipped_frac'] for r in ours):.0%} of the update's rows skipped")
 
 
 def parse_args(argv=None):
@@ -321,6 +342,11 @@ def parse_args(argv=None):
                    help="torch/OpenMP threads per trainer (0 = torch's default); 1 keeps a shared machine's "
                         "load from stalling OpenMP barriers, which distorts timings far more than it saves")
     p.add_argument("--workdir", default=None, help="keep data, models and runs here (default: a temp dir)")
+    p.add_argument("--beta", type=float, default=0.04, help="KL coefficient of both trainers (0: no reference)")
+    p.add_argument("--reward", default=REWARD, help="module:fn reward of both trainers (weight 1)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[,KEY=VALUE]",
+                   help="run ours again with these overrides (repeatable)")
+    p.add_argument("--extra", help=argparse.SUPPRESS)
     p.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -344,12 +370,22 @@ def main() -> None:
               f"steps={a.steps} (1 warm-up) repeats={a.repeats}")
         for size in (list(SIZES) if a.size == "all" else [a.size]):
             params = setup(workdir, size)
-            ours, trl = [], []
+            variants = {"ours": [], **{v.split("=", 1)[0]: v.split("=", 1)[1].split(",") for v in a.variant}}
+            runs: dict[str, list[dict]] = {name: [] for name in ["trl", *variants]}
             for i in range(a.repeats):
-                order = ["ours", "trl"] if i % 2 == 0 else ["trl", "ours"]
-                for kind in order:
-                    (ours if kind == "ours" else trl).append(run_child(kind, a, workdir, size))
-            report(size, params, ours, trl)
+                order = ["trl", *variants] if i % 2 else [*variants, "trl"]
+                for name in order:
+                    kind = "trl" if name == "trl" else "ours"
+                    runs[name].append(run_child(kind, a, workdir, size, variants.get(name, [])))
+            for name, extra in variants.items():
+                report(size if name == "ours" else f"{size} [{name}: {', '.join(extra)}]", params, runs[name],
+                       runs["trl"])
+                if name != "ours":
+                    base, new = (statistics.median(v for r in runs[k] for v in r["step_s"]) for k in ("ours", name))
+                    fast = [min(v for r in runs[k] for v in r["step_s"]) for k in ("ours", name)]
+                    cpu = [statistics.median(v for r in runs[k] for v in r["cpu_step_s"]) for k in ("ours", name)]
+                    print(f"  {name} / ours: s/step median {new / base:.2f}, fastest {fast[1] / fast[0]:.2f}, "
+                          f"CPU s/step median {cpu[1] / cpu[0]:.2f}")
         print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               "(above the CPU count means other work shared the machine and timings are noisy)")
 

@@ -22,3 +22,9 @@ def sft_cfg(tiny_setup, tmp_path, *extra):
     return load_run_config(None, [*overrides, f"sft.init={root}/tiny", f"sft.output={tmp_path}/sft", "device=cpu",
                                   "sft.batch_size=8", "sft.lr=3e-3", "sft.warmup_steps=5", "eval.max_new_tokens=16",
                                   *extra])
+
+
+def digit_fraction_odd_gold(completion: str, gold: str, style: str = "auto") -> float:
+    """``digit_fraction`` on problems whose gold answer is odd, 0 on the others: a batch with both
+    groups that teach and groups whose rewards are all equal (advantage 0), on an untrained model."""
+    return digit_fraction(completion, gold) if gold.strip().lstrip("-").isdigit() and int(gold) % 2 else 0.0

@@ -252,6 +252,9 @@ def check_train(t) -> None:
     if t.advantage == "process" and t.kl_in == "reward":
         raise ConfigError("train.kl_in=reward is implemented for outcome supervision only; "
                           "use train.kl_in=loss with train.advantage=process")
+    if t.retire_epochs < 0 or not 0 < t.unsolved_keep <= 1:
+        raise ConfigError(f"train.retire_epochs must be >= 0 and train.unsolved_keep in (0, 1]; got "
+                          f"{t.retire_epochs} and {t.unsolved_keep}")
     small = [k for k in ("micro_batch_size", "questions_per_step", "num_iterations", "mini_batches") if getattr(t, k) < 1]
     if small:
         raise ConfigError(f"train.{small[0]} must be >= 1, got {getattr(t, small[0])}")

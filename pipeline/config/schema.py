@@ -156,6 +156,8 @@ class RolloutConfig:
     """Top-k sampling (0 = off)."""
     batch_size: int = 64
     """Sequences generated at once by the HF engine."""
+    shared_prefill: bool = False
+    """HF engine: prefill each prompt once for its G samples instead of once per sample (pipeline/rollout/prefill.py); the same logits up to float rounding, not bitwise."""
     gpu_memory_utilization: float = 0.3
     """vLLM: fraction of GPU memory the colocated engine may take."""
     vllm_max_model_len: int = 2048
@@ -312,12 +314,22 @@ class TrainConfig:
     """Put the KL penalty in the loss (GRPO) or, detached, in the reward (PPO style)."""
     ref_reset_every: int = 0
     """Copy the policy into the reference every K steps (iterative GRPO; 0 = never)."""
+    sampling: Literal["uniform", "pass_rate"] = "uniform"
+    """How questions are drawn: `uniform` (a seeded shuffle per epoch) or `pass_rate`: the same walk, but a question whose samples were all correct at its last draw is skipped for retire_epochs epochs and one whose samples were all wrong is drawn with probability unsolved_keep (pipeline/grpo/sampling.py)."""
+    retire_epochs: int = 1
+    """sampling=pass_rate: epochs an all-correct question sits out after its draw (0 = never retired)."""
+    unsolved_keep: float = 0.5
+    """sampling=pass_rate: probability that a question with no correct sample at its last draw is drawn again when the walk reaches it."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal and resample questions to refill (DAPO)."""
     max_resample_rounds: int = 3
     """Dynamic sampling: extra rollout rounds allowed per step."""
     mask_truncated: bool = False
     """Exclude completions that hit max_new_tokens from the loss."""
+    forward_layout: Literal["padded", "trimmed", "shared_prompt"] = "padded"
+    """How the log-prob forwards (old/reference log-probs and the update) lay a micro-batch out: `padded` at the batch's full width; `trimmed` without the columns no row of the micro-batch uses; `shared_prompt` also forwards each group's shared prompt once, its completions on top of its KV cache. The same log-probs and gradients up to float rounding (pipeline/grpo/packing.py)."""
+    skip_zero_advantage: bool = False
+    """Leave rows whose gradient is exactly zero (all-zero advantage, no KL in the loss) out of the update's forward/backward; the loss keeps the full batch's normalisation, so the gradient is the same up to float summation order, not bitwise (pipeline/grpo/skipping.py; not under bnpo or FSDP). Loss statistics are then over the trained rows."""
     save_every: int = 50
     """Checkpoint every N steps (0 = only at the end)."""
     keep_checkpoints: int = 2

@@ -123,6 +123,7 @@ def collect_groups(cfg, state: TrainState, timer: dict) -> tuple[list[Episode], 
         pad = [drawn[0]] * (-(-len(drawn) // distributed.world_size()) - len(mine)) if getattr(
             engine, "lockstep", False) else []
         groups = rollout(cfg, engine, state.tokenizer, mine, timer, first + offset, lockstep_pad=pad)
+        sampler.observe(groups)  # pass-rate sampling learns from every rank's scores (sampling.py)
         groups = distributed.gather_list(groups) if spread else groups
         for group in groups:
             flat = max(e.reward for e in group) == min(e.reward for e in group)
@@ -177,7 +178,8 @@ def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
     """[N, T] log-probs of every packed completion under ``model``, in micro-batches."""
     n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
     with autocast_for(cfg):
-        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature).float()
+        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature,
+                                         layout=cfg.train.forward_layout).float()
                           for s in range(0, n, mb)])
 
 

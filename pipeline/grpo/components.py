@@ -118,6 +118,13 @@ class QuestionSampler:
         """Questions handed out so far in the run (the next question's draw index)."""
         return self.epoch * len(self.problems) + self.pos
 
+    def observe(self, groups: list[list]) -> None:
+        """Scored groups of the last draw: uniform sampling ignores them (sampling.PassRateSampler)."""
+
+    def stats(self) -> dict[str, float]:
+        """Per-step metrics of the sampler (none for uniform sampling)."""
+        return {}
+
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "pos": self.pos}
 

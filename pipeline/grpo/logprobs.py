@@ -12,24 +12,40 @@ from __future__ import annotations
 import torch
 
 from pipeline.grpo.episodes import Packed
+from pipeline.grpo.packing import LAYOUTS, shared_prompt_logits, trimmed_logits
 
 
-def token_logprobs(model, packed: Packed, rows: slice | None = None, temperature: float = 1.0,
-                   chunk: int = 8, entropy: bool = False):
+def token_logprobs(model, packed: Packed, rows: slice | list | None = None, temperature: float = 1.0,
+                   chunk: int = 8, entropy: bool = False, layout: str = "padded"):
     """log pi(o_t | q, o_<t) for every completion column: [n, T] (padding columns included;
     multiply by the completion mask). Logits are divided by the sampling ``temperature`` so the
     trainer scores the same distribution the engine sampled from. ``entropy=True`` returns
-    (log-probs, entropies), both [n, T]; the entropies carry no gradient."""
-    rows = rows or slice(None)
+    (log-probs, entropies), both [n, T]; the entropies carry no gradient. ``layout``: how the
+    forward lays the rows out (packing.py); the columns it does not compute come back as 0."""
+    rows = rows if rows is not None else slice(None)
     ids = packed.input_ids[rows]
     device = next(model.parameters()).device
     p = packed.prompt_width
-    t = ids.shape[1] - p
-    # Only the last T + 1 positions feed the LM head: no logits are built for the prompt.
-    out = model(input_ids=ids.to(device), attention_mask=packed.attention_mask[rows].to(device),
-                position_ids=packed.position_ids[rows].to(device), use_cache=False, logits_to_keep=t + 1)
-    logits = out.logits[:, :-1, :]  # [n, T, V]: position p - 1 + t predicts completion token t
-    targets = ids[:, p:].to(device)  # [n, T]
+    width = ids.shape[1] - p
+    if layout == "padded":
+        # Only the last T + 1 positions feed the LM head: no logits are built for the prompt.
+        out = model(input_ids=ids.to(device), attention_mask=packed.attention_mask[rows].to(device),
+                    position_ids=packed.position_ids[rows].to(device), use_cache=False, logits_to_keep=width + 1)
+        logits = out.logits[:, :-1, :]  # [n, T, V]: position p - 1 + t predicts completion token t
+    elif layout in LAYOUTS:
+        logits = (trimmed_logits if layout == "trimmed" else shared_prompt_logits)(model, packed, rows, device)
+    else:
+        raise ValueError(f"unknown forward layout {layout!r}; expected one of {LAYOUTS}")
+    logp, ent = _from_logits(logits, ids[:, p:p + logits.shape[1]].to(device), temperature, chunk, entropy)
+    pad = width - logits.shape[1]
+    if pad:
+        logp = torch.nn.functional.pad(logp, (0, pad))
+        ent = torch.nn.functional.pad(ent, (0, pad)) if ent is not None else None
+    return (logp, ent) if entropy else logp
+
+
+def _from_logits(logits, targets, temperature: float, chunk: int, entropy: bool):
+    """(log-probs of ``targets`` [n, t], entropies [n, t] or None) from logits [n, t, V]."""
     result, entropies = [], []
     for start in range(0, logits.shape[0], chunk):
         lg = logits[start:start + chunk].float()
@@ -42,5 +58,4 @@ def token_logprobs(model, packed: Packed, rows: slice | None = None, temperature
             with torch.no_grad():  # H = -sum_v p_v log p_v (0 log 0 = 0 for masked logits)
                 lp = lg - norm.unsqueeze(-1)
                 entropies.append(-(lp.exp() * lp).nan_to_num(0.0).sum(-1))
-    logp = torch.cat(result, dim=0)
-    return (logp, torch.cat(entropies, dim=0)) if entropy else logp
+    return torch.cat(result, dim=0), torch.cat(entropies, dim=0) if entropy else None

@@ -50,12 +50,14 @@ from pipeline.device import resolve_device
 from pipeline.grpo import objective
 from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
 from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
-from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
+from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.reward_audit import RewardAudit
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
+from pipeline.grpo.sampling import build_sampler
+from pipeline.grpo.skipping import can_skip, teaching_rows
 from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
@@ -113,7 +115,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
-        metrics = step_metrics(cfg, view, update, timer)
+        metrics = {**step_metrics(cfg, view, update, timer), **state.sampler.stats()}
         if main_rank:
             metrics.update(reward_audit.step(step, view.episodes))
         if cfg.train.eval_every and _evaluates_here(state, main_rank) and (
@@ -144,7 +146,7 @@ def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple
     """(the models, optimizer, sampler and engine, the step to continue after), restored from the
     checkpoint ``ckpt`` (``saved``: its trainer state) when resuming."""
     torch.manual_seed(cfg.seed)
-    sampler = QuestionSampler(load_problems(cfg.data.prepared_dir, cfg.train.task, "train"), cfg.seed)
+    sampler = build_sampler(cfg, load_problems(cfg.data.prepared_dir, cfg.train.task, "train"))
     policy, tok, ref = build_policy(cfg, ckpt)
     distributed.broadcast_params(policy)
     policy, ref = fsdp.shard(cfg, policy, ref)  # train.fsdp under torchrun: FSDP2, else unchanged
@@ -181,19 +183,22 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     the batch and the passes."""
     mask = loss_mask(cfg, batch.episodes, batch.packed)
     parts = mini_batch_rows([e.group for e in batch.episodes], cfg.train.mini_batches)
+    trained = _trained_rows(cfg, state, batch, mask, parts)  # without the rows that cannot move the weights
     # GLOBAL counts of each mini-batch: policy_loss scales each micro-batch's loss by them, so the
     # gradients summed over micro-batches and ranks are one process's on that whole mini-batch
     # (each mini-batch is normalised as a batch of its own, as verl's ppo_mini_batch_size).
-    counts = distributed.all_reduce_sum([c for rows in parts for c in (len(rows), float(mask[rows].sum()))])
-    sizes = list(zip(counts[0::2], counts[1::2]))
-    weight = 1.0 / (sum(n for n, _ in sizes) * cfg.train.num_iterations)  # statistics: row-weighted means
+    counts = distributed.all_reduce_sum([c for rows, kept in zip(parts, trained)
+                                         for c in (len(rows), float(mask[rows].sum()), len(kept))])
+    sizes = list(zip(counts[0::3], counts[1::3]))
+    n_trained = sum(counts[2::3])
+    weight = 1.0 / (n_trained * cfg.train.num_iterations)  # statistics: row-weighted means over the trained rows
     sums: dict[str, torch.Tensor] = {}  # on the device until the one read below
     grad_norms = []
     # the first pass's token-entropy sum and token count (device tensors once a mini-batch has added to them)
     entropy: list = [0.0, 0.0]
     with timed(timer, "update"):
         for it in range(cfg.train.num_iterations):
-            for rows, (n_all, total_tokens) in zip(parts, sizes):
+            for rows, (n_all, total_tokens) in zip(trained, sizes):
                 if n_all == 0:  # empty on every rank (dynamic sampling kept fewer groups than mini-batches)
                     continue
                 grad_norms.append(_mini_batch_step(cfg, state, batch, mask, rows, n_all, total_tokens,
@@ -204,7 +209,18 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     *values, ent_sum, ent_tokens = distributed.all_reduce_sum(read)
     sums = dict(zip(sums, values))
     return {**sums, "entropy": ent_sum / max(ent_tokens, 1.0), "grad_norm": sum(grad_norms) / len(grad_norms),
-            "lr": state.scheduler.get_last_lr()[0]}
+            "lr": state.scheduler.get_last_lr()[0], "skipped_frac": 1.0 - n_trained / sum(counts[0::3])}
+
+
+def _trained_rows(cfg, state: TrainState, batch: Batch, mask, parts: list[list[int]]) -> list[list[int]]:
+    """Each mini-batch's rows less those whose gradient is exactly zero (skipping.py), under
+    ``train.skip_zero_advantage`` where that is exact; else ``parts`` itself."""
+    kl_in_loss = cfg.train.kl_in == "loss" and cfg.train.beta != 0
+    if not (cfg.train.skip_zero_advantage and can_skip(cfg.train.loss_type, kl_in_loss, fsdp.is_sharded(state.policy))):
+        return parts
+    teaches = teaching_rows(batch.advantages, mask).tolist()  # one read for the whole batch
+    # a part with nothing to teach keeps one row (gradient 0): every rank still has its statistics
+    return [[r for r in rows if teaches[r]] or rows[:1] for rows in parts]
 
 
 def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int], n_all: float, total_tokens: float,
@@ -219,7 +235,8 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
         stop = min(len(part), start + cfg.train.micro_batch_size)
         rows = slice(start, stop) if whole else part[start:stop]
         with autocast_for(cfg):
-            out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None)
+            out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None,
+                                 layout=cfg.train.forward_layout)
         logp, ent = out if entropy is not None else (out, None)
         if entropy is not None:
             m = mask[rows].to(ent.device, torch.float32)

@@ -44,7 +44,8 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
         engine = VLLMServerEngine(cfg, model)
         engine.sync_weights(model)
         return engine
-    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, lockstep=fsdp.enabled(cfg))
+    return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, lockstep=fsdp.enabled(cfg),
+                    shared_prefill=cfg.rollout.shared_prefill)
 
 
 def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None):

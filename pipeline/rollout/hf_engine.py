@@ -26,13 +26,16 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
                           TopPLogitsWarper)
 
 from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
+from pipeline.rollout.prefill import shared_prefill
 
 
 class HFEngine(RolloutEngine):
     runs_policy = True  # generates with the trainer's own module
 
-    def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, lockstep: bool = False):
+    def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, lockstep: bool = False,
+                 shared_prefill: bool = False):
         self.model = model
+        self.shared_prefill = shared_prefill and not lockstep  # prefill.py: one prefill per prompt
         self.lockstep = lockstep  # every rank runs the same generate calls (sharded model)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -77,13 +80,15 @@ class HFEngine(RolloutEngine):
             processors = LogitsProcessorList([SeededSampler(
                 [params.seed + k for k in range(start, start + len(chunk))], params)] if seeded else [])
             plain = greedy or seeded
+            prefix = {"past_key_values": shared_prefill(self.model, input_ids.to(device), attention.to(device))} \
+                if self.shared_prefill and n > 1 and width > 1 else {}
             out = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device),
                 max_new_tokens=params.max_new_tokens, do_sample=not plain,
                 temperature=None if plain else params.temperature,
                 top_p=None if plain else params.top_p, top_k=None if plain else (params.top_k or 0),
                 logits_processor=processors,
-                pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.lockstep)
+                pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.lockstep, **prefix)
             for row, (i, ids) in enumerate(chunk):
                 completion_ids, reason = _trim(out[row, width:].tolist(), eos_ids, tok.pad_token_id)
                 results[i].append(Sample(
