@@ -65,21 +65,28 @@ def test_step_signal_sorts_completions_by_outcome_and_refuted_steps(tmp_path):
 
 
 def test_finished_runs_of_the_same_config_are_reused_and_others_are_not(tmp_path):
-    from pipeline.config import save_config
-    from pipeline.stages.experiment import finished_curve, run_config
+    from pipeline import freshness
+    from pipeline.stages.experiment import finished_curve, run_config, run_fingerprint
 
+    start = tmp_path / "sft"
+    start.mkdir()
+    (start / "model.safetensors").write_bytes(b"weights")
     cfg = RunConfig(output_dir=str(tmp_path))
+    cfg.model.name_or_path = str(start)
     cfg.train.steps = 20
     run_cfg = run_config(cfg, "process", 3)
     run_dir = tmp_path / run_cfg.name
     assert finished_curve(run_cfg) is None  # nothing there yet
-    save_config(run_cfg, run_dir / "config.yaml")
     rows = [{"step": 10, "eval/accuracy": 0.25}, {"step": 15}, {"step": 20, "eval/accuracy": 0.5}]
-    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
-    assert finished_curve(run_cfg) is None  # stopped at step 15 of 20
+    run_dir.mkdir()
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert finished_curve(run_cfg) is None  # a log, but the run never finished (killed at its end)
+    freshness.mark_current(run_dir, run_fingerprint(run_cfg))  # what run_one does when train returns
     assert finished_curve(run_cfg) == [(10, 0.25), (20, 0.5)]
     cfg.experiment.seeds = [0, 1, 2, 3, 4]  # more seeds: the same run
     assert finished_curve(run_config(cfg, "process", 3)) == [(10, 0.25), (20, 0.5)]
+    (start / "model.safetensors").write_bytes(b"retrained")  # another starting model: run again
+    assert finished_curve(run_config(cfg, "process", 3)) is None
+    (start / "model.safetensors").write_bytes(b"weights")
     cfg.train.lr = 3e-4  # a different run
     assert finished_curve(run_config(cfg, "process", 3)) is None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import inspect
 import json
 import re
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import get_args
 
+from pipeline import freshness
 from pipeline.config import DataConfig, RunConfig
 from pipeline.config.schema import MIX, Dataset
 from pipeline.data.problems import FEW_SHOT_SOURCE, SYNTH, DataError, load_problems, prepared_path
@@ -160,22 +160,20 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 
 def _fingerprint(cfg: DataConfig, dataset: str) -> str:
-    """Hash of everything the outputs of ``dataset`` depend on."""
-    h = hashlib.sha256()
+    """``freshness.fingerprint`` of everything the outputs of ``dataset`` depend on: its settings,
+    this code, the gold-answer reader and the raw files."""
     gold_code = Path(inspect.getsourcefile(reference_answer))  # rewards/answers/statements.py (+ boxed.py)
     code = [Path(__file__), gold_code, gold_code.with_name("boxed.py")]
     if dataset == SYNTH:
         code.append(Path(__file__).parent / "synth.py")
-        h.update(json.dumps({k: v for k, v in asdict(cfg).items() if k.startswith("synth_")}).encode())
+        settings = {k: v for k, v in asdict(cfg).items() if k.startswith("synth_")}
     else:
-        h.update(json.dumps([cfg.source, cfg.dedup_math_train]).encode())
+        settings = [cfg.source, cfg.dedup_math_train]
         if cfg.source == "local":
             code += [Path(cfg.raw_dir) / s.local for s in SOURCES[dataset].values()]
             if dataset == "math":
                 code.append(Path(cfg.raw_dir) / SOURCES["math500"]["test"].local)
-    for path in code:
-        h.update(path.read_bytes() if path.is_file() else str(path).encode())
-    return h.hexdigest()
+    return freshness.fingerprint({"dataset": dataset, "settings": settings}, code)
 
 
 def _prepare_dataset(cfg: DataConfig, dataset: str) -> dict[str, int]:
@@ -214,18 +212,19 @@ def prepare(cfg: DataConfig, force: bool = False) -> dict[str, dict[str, int]]:
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     summary = {}
     for dataset in cfg.datasets:
-        fp = _fingerprint(cfg, dataset)
-        entry = manifest.get(dataset, {})
-        outputs_exist = all(prepared_path(cfg.prepared_dir, dataset, s).is_file() for s in entry.get("counts", {}))
-        if not force and entry.get("fingerprint") == fp and outputs_exist and entry.get("counts"):
-            print(f"{dataset}: up to date {entry['counts']}")
-            summary[dataset] = entry["counts"]
+        fp, out = _fingerprint(cfg, dataset), Path(cfg.prepared_dir) / dataset
+        counts = manifest.get(dataset, {}).get("counts")
+        if not force and counts and freshness.is_current(out, fp) and all(
+                prepared_path(cfg.prepared_dir, dataset, s).is_file() for s in counts):
+            print(f"{dataset}: up to date {counts}")
+            summary[dataset] = counts
             continue
         counts = _prepare_dataset(cfg, dataset)
-        print(f"{dataset}: wrote {counts} to {Path(cfg.prepared_dir) / dataset}")
-        manifest[dataset] = {"fingerprint": fp, "counts": counts}
+        print(f"{dataset}: wrote {counts} to {out}")
+        manifest[dataset] = {"counts": counts}
         manifest_path.parent.mkdir(parents=True, exist_ok=True)
         manifest_path.write_text(json.dumps(manifest, indent=2))
+        freshness.mark_current(out, fp)
         summary[dataset] = counts
     return summary
 

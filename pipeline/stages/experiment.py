@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import get_args
 
-from pipeline import layout
+from pipeline import freshness, layout
 from pipeline.config import RunConfig
 from pipeline.config.schema import Supervision
 from evals.stats import band, first_reach, mean_ci, permutation_p, welch_ci
@@ -45,36 +45,38 @@ def run_config(cfg: RunConfig, mode: str, seed: int) -> RunConfig:
         train=dataclasses.replace(cfg.train, advantage=mode, eval_every=cfg.train.eval_every or 10))
 
 
+def run_fingerprint(run_cfg: RunConfig) -> str:
+    """What one (mode, seed) run's curve depends on: its config but the `experiment` section (more
+    seeds do not change a run) and the starting model's weights (a retrained SFT model does)."""
+    from pipeline.config import to_dict
+
+    settings = {k: v for k, v in to_dict(run_cfg).items() if k != "experiment"}
+    start = Path(run_cfg.model.name_or_path)
+    return freshness.fingerprint(settings, [start / "config.json", start / "model.safetensors"])
+
+
 def run_one(run_cfg: RunConfig) -> list[tuple[int, float]]:
-    """Train one (mode, seed) run; return its (step, eval accuracy) points."""
+    """Train one (mode, seed) run, mark it finished (``freshness``); return its (step, eval accuracy) points."""
     from evals.evaluate import periodic_eval
     from pipeline.grpo import trainer
-    from pipeline.grpo.run_log import read_metrics
 
     run_dir = trainer.train(run_cfg, evaluate=periodic_eval(run_cfg))
+    freshness.mark_current(run_dir, run_fingerprint(run_cfg))
+    return _curve(run_dir)
+
+
+def _curve(run_dir: Path) -> list[tuple[int, float]]:
+    from pipeline.grpo.run_log import read_metrics
+
     return [(r["step"], r["eval/accuracy"]) for r in read_metrics(run_dir) if r.get("eval/accuracy") is not None]
 
 
 def finished_curve(run_cfg: RunConfig) -> list[tuple[int, float]] | None:
-    """The eval points of a finished earlier run of this same (mode, seed) config, or None. Same
-    means the saved `config.yaml` equals `run_cfg` except the `experiment` section, so rerunning
-    with more seeds reuses the runs already done and trains only the new ones; a run whose log
-    stops before `train.steps` is trained again from the start."""
-    import yaml
-
-    from pipeline.config import to_dict
-    from pipeline.grpo.run_log import read_metrics
-
+    """The eval points of a finished earlier run with the same ``run_fingerprint``, or None: rerunning
+    with more seeds reuses the runs already done and trains only the new ones; a run that stopped
+    before its end (never marked finished) is trained again from the start."""
     run_dir = layout.run_dir(run_cfg)
-    saved = run_dir / "config.yaml"
-    if not saved.is_file():
-        return None
-    old, new = yaml.safe_load(saved.read_text()), yaml.safe_load(yaml.safe_dump(to_dict(run_cfg)))
-    old.pop("experiment", None), new.pop("experiment", None)
-    rows = read_metrics(run_dir)
-    if old != new or max((r.get("step", 0) for r in rows), default=0) < run_cfg.train.steps:
-        return None
-    return [(r["step"], r["eval/accuracy"]) for r in rows if r.get("eval/accuracy") is not None]
+    return _curve(run_dir) if freshness.is_current(run_dir, run_fingerprint(run_cfg)) else None
 
 
 def summarise(curves: dict[str, dict[int, list[tuple[int, float]]]], start_acc: float) -> dict:
