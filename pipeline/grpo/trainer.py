@@ -5,7 +5,8 @@ each -> score them with the `rewards` package -> group-relative advantages (outc
 completion; process: one per token from step rewards) -> `num_iterations` (mu) passes of
 `policy_loss` over micro-batches, each pass split into `mini_batches` mini-batches of whole groups
 with one optimizer step each (verl's ppo_mini_batch_size) -> sync the rollout engine.
-The first half is `batch.make_batch`, the second `optimise` below; the math lives in
+The first half is `batch.make_batch` (or, with `train.async_staleness` > 0, a batch generated
+while the previous step trained: pipelined.py), the second `optimise` below; the math lives in
 `advantages.py` / `losses.py`; this file orders the work and records it. docs/architecture.md
 follows one step through the files.
 
@@ -47,11 +48,12 @@ from pipeline import determinism, faults, layout
 from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
 from pipeline.device import resolve_device
-from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
+from pipeline.grpo.batch import Batch, loss_mask, timed
 from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from pipeline.grpo.components import QuestionSampler, TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
+from pipeline.grpo.pipelined import batch_source
 from pipeline.grpo.losses import policy_loss
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
@@ -102,12 +104,13 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
                disable=not main_rank)
     if cfg.train.eval_every and cfg.train.eval_on_start and start == 0 and _evaluates_here(state, main_rank):
         log.log(0, _periodic_eval(cfg, state, evaluate, layout.eval_dir(run_dir, "step_0") if main_rank else None, 0))
+    batches = batch_source(cfg, state, start, saved.get("in_flight") if saved is not None else None)
     for step in bar:
         timer: dict[str, float] = {}
-        batch = make_batch(cfg, state, timer)
+        batch = batches.take(step, timer)  # make_batch, or a batch generated while the last step trained
         update = optimise(cfg, state, batch, step, run_dir, timer)
         with timed(timer, "sync"):
-            state.engine.sync_weights(state.policy)
+            batches.updated(step)  # sync (or push) the weights
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
@@ -122,7 +125,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         if main_rank:
             _warn_zero_std(cfg, step, view.zero_std_frac)
         if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
-            _save(cfg, run_dir, step, state)
+            _save(cfg, run_dir, step, state, batches.in_flight())
         faults.after_step(step)
     log.close()
     final_state = fsdp.full_model_state(state.policy)  # every rank gathers under FSDP; None otherwise
@@ -160,13 +163,15 @@ def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple
     return TrainState(policy, ref, tok, engine, opt, sched, sampler, prm), start
 
 
-def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState) -> None:
-    """Checkpoint on rank 0; under FSDP every rank first gathers the full weights and optimizer state."""
+def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState, in_flight: list[dict] | None = None) -> None:
+    """Checkpoint on rank 0; under FSDP every rank first gathers the full weights and optimizer state.
+    ``in_flight``: the pipelined loop's batches generated ahead (pipelined.py), kept for resume."""
     ref = state.ref if cfg.train.ref_reset_every else None
     full = fsdp.gather_for_save(state.policy, state.optimizer, ref)
     if distributed.is_main():
         trainer_state = {"optimizer": full.optimizer, "scheduler": state.scheduler.state_dict(),
-                         "sampler": state.sampler.state_dict()}
+                         "sampler": state.sampler.state_dict(),
+                         **({"in_flight": in_flight} if in_flight is not None else {})}
         save_checkpoint(run_dir, step, state.policy, state.tokenizer, trainer_state, keep=cfg.train.keep_checkpoints,
                         ref_model=ref, model_state=full.model, ref_state=full.ref)
 
