@@ -1,4 +1,5 @@
-"""Benchmark: `mathrl train` (pipeline.grpo.trainer.train) against TRL 1.16's GRPOTrainer, same run.
+"""Benchmark: `mathrl train` (pipeline.grpo.trainer.train), synchronous and pipelined, against TRL 1.16's
+GRPOTrainer, same run.
 
 Both trainers get the same locally built tiny Qwen2 model, the same gsm-synth questions in the
 same order (our QuestionSampler's order; TRL with shuffle_dataset=False), the same prompt strings
@@ -11,17 +12,27 @@ TRL runs with logging, saving and gradient checkpointing off (its GRPOConfig tur
 bf16 on by default); ours with `train.save_every=0` (the one save after the last step is outside
 the timed window) and its always-on metrics.jsonl / samples.jsonl writes inside it.
 
-Each trainer runs in its own child process (`--child ours|trl`). Measured there:
+Three trainers: ours synchronous (`sync`, the default loop), ours pipelined (`pipe`:
+train.async_staleness=1 with the rollout.engine=hf_process worker, rollout.tis_cap=2; docs/pipelined.md)
+and TRL. The pipelined trainer is two processes, the trainer and its generate worker, each with
+`--threads` threads: it uses two cores where the others use one, which is the point of it (the
+worker generates batch t+1 while the trainer updates on batch t); ours synchronous and TRL cannot
+use a second process. Completions per second = questions x G / seconds per step.
+
+Each trainer runs in its own child process (`--child ours|pipelined|trl`). Measured there:
 - seconds per step: wall time between the ends of consecutive optimizer steps, so each interval
   holds everything one step does (rollout, rewards, reference log-probs, update, logging). Step 1
-  is a warm-up and is dropped; model loading and setup happen before step 1 and are not counted.
-  Hooks: ours wraps `trainer.make_batch` (loop start) and `RunLog.log` (step end); TRL uses a
+  is a warm-up and is dropped, and so is the last (the pipelined trainer generates nothing ahead
+  during it, so it would flatter that trainer); model loading and setup happen before step 1 and are not counted.
+  Hooks: ours wraps the batch source's `take` (loop start) and `RunLog.log` (step end); TRL uses a
   TrainerCallback (on_step_begin / on_step_end).
 - peak RSS of the whole child (os.wait4's ru_maxrss): what a user sees, imports included.
 - loop peak: the peak RSS reached during the training steps minus the RSS just before step 1
   (the kernel's high-water mark is reset there via /proc/self/clear_refs), i.e. the memory the
   training loop itself adds on top of imports, policy, reference and data.
-Ratios are ours / TRL: below 1 means we are faster or smaller. Completions of an untrained model
+Ratios are ours / TRL: for seconds and memory below 1 means we are faster or smaller, for
+completions/s above 1 means more. The pipelined run's peak RSS is the trainer's alone (its worker is
+another process, holding one more copy of the model). Completions of an untrained model
 rarely stop early, so both sides generate about the same number of tokens; the mean completion
 length of each is printed as a check, with per-phase seconds (ours from metrics.jsonl's time/*,
 TRL's from its own profiling spans) to show where a difference comes from. The reward row only
@@ -34,9 +45,10 @@ steps up to 10x slower and far noisier in trials. Repeats alternate which traine
 The "fastest" row (each side's quickest timed step) is the least load-sensitive estimate.
 
 Usage: python benchmarks/bench_trainer.py [--size tiny|default|small|all] [--steps 4] [--repeats 2]
+       [--kinds ours pipelined trl]
        [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--threads 1]
        [--workdir DIR]
-The default (tiny model, 4 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
+The default (tiny model, 5 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
 `--size all --steps 6 --repeats 3` about 6-10 minutes. Results: docs/bench_trainer.md.
 """
 from __future__ import annotations
@@ -61,6 +73,7 @@ SIZES = {
               "model.tiny_intermediate_size=1024", "model.tiny_vocab_size=1024"],
 }
 REWARD = "tests.helpers:digit_fraction"
+KINDS = ["ours", "pipelined", "trl"]  # ours synchronous, ours pipelined (docs/pipelined.md), TRL
 
 
 def base_overrides(workdir: Path, size: str) -> list[str]:
@@ -114,32 +127,49 @@ class Probe:
     def result(self) -> dict:
         stamps = [self.t0, *self.ends]
         steps = [b - a for a, b in zip(stamps, stamps[1:])]
-        return {"warmup_s": steps[0], "step_s": steps[1:], "base_rss_mib": self.base_rss,
+        # the last step is dropped too: a pipelined run submits nothing after it, so it would not be typical
+        return {"warmup_s": steps[0], "step_s": steps[1:-1], "base_rss_mib": self.base_rss,
                 "loop_peak_mib": self.hwm - self.base_rss if self.hwm_reset else float("nan")}
 
 
-def run_ours(a, workdir: Path, size: str, probe: Probe) -> dict:
+PIPELINED = ["train.async_staleness=1", "rollout.engine=hf_process", "rollout.tis_cap=2"]
+
+
+def run_ours(a, workdir: Path, size: str, probe: Probe, extra: list[str] = ()) -> dict:
     from pipeline.config import load_run_config
     from pipeline.grpo import trainer
     from pipeline.grpo.run_log import RunLog, read_metrics
 
-    real_make_batch, real_log = trainer.make_batch, RunLog.log
+    real_source, real_log = trainer.batch_source, RunLog.log
 
-    def make_batch(*args, **kwargs):
-        probe.begin()
-        return real_make_batch(*args, **kwargs)
+    def batch_source(*args, **kwargs):  # step 1 starts when the loop first asks for a batch
+        source = real_source(*args, **kwargs)
+        take = source.take
+
+        def timed_take(step, timer):
+            probe.begin()
+            return take(step, timer)
+        source.take = timed_take
+        return source
 
     def log(self, step, metrics):
         real_log(self, step, metrics)
         probe.end()
 
-    trainer.make_batch, RunLog.log = make_batch, log
-    cfg = load_run_config(None, run_overrides(a, workdir, size))
+    trainer.batch_source, RunLog.log = batch_source, log
+    cfg = load_run_config(None, [*run_overrides(a, workdir, size), *extra])
     rows = read_metrics(trainer.train(cfg))[1:]  # timed steps only
-    phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in
-              [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs")]}
+    keys = [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs")]
+    if extra:  # pipelined: "rollout" is the worker's time (overlapped); the trainer waited rollout_wait of it
+        keys.append(("rollout_wait", "rollout_wait"))
+    phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in keys}
     return {"completion_len": statistics.mean(r["completion_len/mean"] for r in rows),
             "reward": statistics.mean(r["reward/mean"] for r in rows), "phases": phases}
+
+
+def run_pipelined(a, workdir: Path, size: str, probe: Probe) -> dict:
+    """Ours with train.async_staleness=1 and the HF worker process (one thread each, --threads)."""
+    return run_ours(a, workdir, size, probe, [*PIPELINED, f"rollout.worker_threads={a.threads or 1}"])
 
 
 def _trl_rewards():
@@ -240,7 +270,7 @@ def child_main(a) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     probe = Probe()
-    run = run_ours if a.child == "ours" else run_trl
+    run = {"ours": run_ours, "pipelined": run_pipelined, "trl": run_trl}[a.child]
     extra = run(a, Path(a.workdir), a.size, probe)
     Path(a.result).write_text(json.dumps({**probe.result(), **extra}))
 
@@ -286,32 +316,43 @@ def _ratio(x: float, y: float) -> str:
     return f"{x / y:.2f}" if y and y == y and x == x else "n/a"
 
 
-def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
-    def med(runs, key):
-        return statistics.median(v for r in runs for v in ([r[key]] if not isinstance(r[key], list) else r[key]))
+def report(size: str, params: int, runs: dict[str, list[dict]], completions: int) -> None:
+    """Each kind's medians, and ratios over TRL: s/step (below 1 = faster) and completions/s (above 1 = more)."""
+    def med(rs, key):
+        return statistics.median(v for r in rs for v in ([r[key]] if not isinstance(r[key], list) else r[key]))
 
-    fast_o = min(v for r in ours for v in r["step_s"])
-    fast_t = min(v for r in trl for v in r["step_s"])
-    print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in ours)} timed steps each")
-    print(f"  {'':28s}{'ours':>10s}{'TRL':>10s}{'ours/TRL':>10s}")
-    for label, key in [("s/step (median)", "step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
-                       ("loop peak MiB (over start)", "loop_peak_mib"), ("RSS before step 1 MiB", "base_rss_mib"),
-                       ("warm-up step s", "warmup_s"), ("completion tokens (mean)", "completion_len"),
-                       ("reward (mean)", "reward")]:
-        o, t = med(ours, key), med(trl, key)
-        print(f"  {label:28s}{o:10.3f}{t:10.3f}{_ratio(o, t):>10s}")
-    print(f"  {'s/step (fastest)':28s}{fast_o:10.3f}{fast_t:10.3f}{_ratio(fast_o, fast_t):>10s}")
-    for name, runs in [("ours", ours), ("TRL", trl)]:
-        phases = {k: statistics.mean(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
-        # The rest: forward/backward of the loss, optimizer step, bookkeeping.
-        phases["update+rest"] = statistics.mean(v for r in runs for v in r["step_s"]) - sum(phases.values())
-        print(f"  {name} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
+    names = {"ours": "sync", "pipelined": "pipe", "trl": "TRL"}
+    kinds = [k for k in KINDS if runs[k]]
+    print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in runs['trl'])} timed steps each, "
+          f"{completions} completions per step")
+    print("  " + f"{'':28s}" + "".join(f"{names[k]:>10s}" for k in kinds)
+          + "".join(f"{names[k] + '/TRL':>10s}" for k in kinds if k != "trl"))
+    rows = [("s/step (median)", lambda k: med(runs[k], "step_s")),
+            ("s/step (fastest)", lambda k: min(v for r in runs[k] for v in r["step_s"])),
+            ("completions/s (median)", lambda k: completions / med(runs[k], "step_s")),
+            ("completions/s (fastest)", lambda k: completions / min(v for r in runs[k] for v in r["step_s"]))]
+    rows += [(label, lambda k, key=key: med(runs[k], key)) for label, key in [
+        ("peak RSS MiB (whole child)", "peak_rss_mib"), ("loop peak MiB (over start)", "loop_peak_mib"),
+        ("RSS before step 1 MiB", "base_rss_mib"), ("warm-up step s", "warmup_s"),
+        ("completion tokens (mean)", "completion_len"), ("reward (mean)", "reward")]]
+    for label, value in rows:
+        vals = {k: value(k) for k in kinds}
+        print(f"  {label:28s}" + "".join(f"{vals[k]:10.3f}" for k in kinds)
+              + "".join(f"{_ratio(vals[k], vals['trl']):>10s}" for k in kinds if k != "trl"))
+    for kind in kinds:
+        rs = runs[kind]
+        phases = {k: statistics.mean(r["phases"][k] for r in rs) for k in rs[0]["phases"]}
+        # The rest: forward/backward of the loss, optimizer step, bookkeeping (pipelined: the
+        # worker's rollout overlaps it, so only its rollout_wait is counted against the step).
+        busy = sum(v for k, v in phases.items() if k != "rollout") if kind == "pipelined" else sum(phases.values())
+        phases["update+rest"] = statistics.mean(v for r in rs for v in r["step_s"]) - busy
+        print(f"  {names[kind]} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", choices=[*SIZES, "all"], default="tiny")
-    p.add_argument("--steps", type=int, default=4, help="optimizer steps per run; the first is a warm-up")
+    p.add_argument("--steps", type=int, default=5, help="optimizer steps per run; the first and last are not timed")
     p.add_argument("--repeats", type=int, default=2, help="ours/TRL run pairs per size, order alternating")
     p.add_argument("--questions", type=int, default=4, help="questions per step")
     p.add_argument("--group", type=int, default=4, help="G: completions per question")
@@ -320,12 +361,14 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="torch/OpenMP threads per trainer (0 = torch's default); 1 keeps a shared machine's "
                         "load from stalling OpenMP barriers, which distorts timings far more than it saves")
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS, help="which trainers to run (trl always)")
     p.add_argument("--workdir", default=None, help="keep data, models and runs here (default: a temp dir)")
-    p.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.steps < 2:
-        p.error("--steps must be >= 2 (step 1 is a warm-up)")
+    a.kinds = sorted({*a.kinds, "trl"}, key=KINDS.index)
+    if a.steps < 3:
+        p.error("--steps must be >= 3 (step 1 is a warm-up, the last is not timed)")
     return a
 
 
@@ -344,12 +387,13 @@ def main() -> None:
               f"steps={a.steps} (1 warm-up) repeats={a.repeats}")
         for size in (list(SIZES) if a.size == "all" else [a.size]):
             params = setup(workdir, size)
-            ours, trl = [], []
+            runs: dict[str, list[dict]] = {k: [] for k in KINDS}
             for i in range(a.repeats):
-                order = ["ours", "trl"] if i % 2 == 0 else ["trl", "ours"]
+                order = KINDS if i % 2 == 0 else KINDS[::-1]
                 for kind in order:
-                    (ours if kind == "ours" else trl).append(run_child(kind, a, workdir, size))
-            report(size, params, ours, trl)
+                    if kind in a.kinds:
+                        runs[kind].append(run_child(kind, a, workdir, size))
+            report(size, params, runs, a.questions * a.group)
         print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               "(above the CPU count means other work shared the machine and timings are noisy)")
 

@@ -45,6 +45,9 @@ class Batch:
     importance_weights: torch.Tensor | None  # [N, T] truncated importance weights (vLLM), or None
     zero_std_frac: float
     mismatch: dict[str, float]
+    # [N, T] the engine's log-probs, when the importance weights are taken in the update's own forward
+    # (pipelined, one update per batch: that forward's log-probs are the proximal policy's; pipelined.py)
+    behaviour_logp: torch.Tensor | None = None
 
 
 class timed:
@@ -77,8 +80,10 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     packed = pack(episodes, state.tokenizer.pad_token_id).to(policy_device(state.policy))
     mask = loss_mask(cfg, episodes, packed)
     reuse = cfg.train.updates_per_step > 1  # later optimizer steps see a policy that has moved
-    keep_old = reuse or cfg.train.async_staleness > 0
-    need_old = keep_old or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
+    # pipelined with one update per batch: the update's forward gives the proximal log-probs, no extra pass
+    in_update = cfg.train.async_staleness > 0 and not reuse and cfg.train.kl_in == "loss"
+    keep_old = reuse or cfg.train.async_staleness > 0 and not in_update
+    need_old = keep_old or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0 and not in_update
     with timed(timer, "logprobs"), torch.no_grad():
         old = all_logprobs(cfg, state.policy, packed) if need_old else None
         ref_logp = None
@@ -87,8 +92,10 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
                 ref_logp = all_logprobs(cfg, ref_model, packed)
     adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer, state.prm)
     weights, mismatch = _importance_weights(cfg, episodes, old, mask)
+    behaviour = pad_logprobs([e.engine_logprobs for e in episodes], mask.shape[1], device=mask.device) \
+        if in_update else None
     return Batch(episodes, packed, adv, old if keep_old else None,
-                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch)
+                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour)
 
 
 def policy_device(model) -> torch.device:

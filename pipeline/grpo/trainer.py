@@ -61,6 +61,7 @@ from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
 from pipeline.rollout.factory import build_engine
+from pipeline.rollout.tis import tis_weights
 
 # fn(model, tokenizer, engine, out_dir or None, step=N) -> eval summary (accuracy, extraction_failure_rate,
 # n_problems, and optionally "metrics": more {name: value} to log)
@@ -227,6 +228,10 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
             entropy[0] = entropy[0] + (ent.float() * m).sum()  # stays on the device: read once per step
             entropy[1] = entropy[1] + m.sum()
         old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
+        is_weights, tis_stats = None if batch.importance_weights is None else batch.importance_weights[rows], {}
+        if batch.behaviour_logp is not None:  # pipelined: weights against this forward's (proximal) log-probs
+            is_weights, tis_stats = tis_weights(old, batch.behaviour_logp[rows], mask[rows], cfg.rollout.tis_cap)
+            tis_stats.pop("tis/max_abs_delta")  # a mean over micro-batches of their maxima would mislead
         loss, stats = policy_loss(
             logp, old, None if batch.ref_logp is None else batch.ref_logp[rows],
             batch.advantages[rows], mask[rows], loss_type=cfg.train.loss_type,
@@ -234,12 +239,11 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
             beta=cfg.train.beta if cfg.train.kl_in == "loss" else 0.0,
             kl_estimator=cfg.train.kl_estimator, importance_level=cfg.train.importance_level,
             max_completion_length=cfg.rollout.max_new_tokens,
-            is_weights=None if batch.importance_weights is None else batch.importance_weights[rows],
-            num_tokens=total_tokens, num_rows=n_all)
+            is_weights=is_weights, num_tokens=total_tokens, num_rows=n_all)
         if not torch.isfinite(loss):
             _stop_non_finite(run_dir, step, "loss")
         loss.backward()
-        for k, v in stats.items():  # row-weighted means of the micro-batch statistics (device tensors)
+        for k, v in {**stats, **tis_stats}.items():  # row-weighted means of the micro-batch statistics (device tensors)
             sums[k] = sums.get(k, 0.0) + v * ((stop - start) * weight)
     params = [p for p in policy.parameters() if p.requires_grad]
     if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward

@@ -16,6 +16,7 @@ Protocol, the vLLM server's in miniature: one request queue, served in order, an
 Because the queue is served in order, which weights generate which batch depends only on the order
 of the trainer's calls, never on timing: a pipelined run is as reproducible as a synchronous one.
 
+The worker exits by itself within a second of the trainer's death (a SIGKILLed trainer cannot close it).
 Failures end the run with one line (``EngineError``): a worker that exits, or gives no reply within
 ``rollout.worker_timeout_s`` (it is then killed), or raises (its exception's last line is passed on).
 """
@@ -23,6 +24,7 @@ Failures end the run with one line (``EngineError``): a worker that exits, or gi
 from __future__ import annotations
 
 import io
+import os
 import queue
 import time
 
@@ -57,7 +59,7 @@ class ProcessEngine(RolloutEngine):
         self._requests.cancel_join_thread()
         spec = {"config": model.config, "tokenizer": tokenizer, "weights": state_bytes(model), "version": version,
                 "batch_size": batch_size, "threads": mine, "device": str(next(model.parameters()).device),
-                "autocast": autocast_dtype}
+                "autocast": autocast_dtype, "parent": os.getpid()}
         self._proc = ctx.Process(target=worker_main, args=(spec, self._requests, self._replies), daemon=True,
                                  name="mathrl-rollout-worker")
         self._proc.start()
@@ -137,7 +139,12 @@ def worker_main(spec: dict, requests, replies) -> None:
     dtype = spec["autocast"]
     device_type = torch.device(spec["device"]).type
     while True:
-        msg = requests.get()
+        try:
+            msg = requests.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != spec["parent"]:  # the trainer is gone (killed): nobody will ask again
+                return
+            continue
         if msg[0] == "close":
             return
         if msg[0] == "weights":
