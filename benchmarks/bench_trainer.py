@@ -1,4 +1,5 @@
-"""Benchmark: `mathrl train` (pipeline.grpo.trainer.train) against TRL 1.16's GRPOTrainer, same run.
+"""Benchmark: `mathrl train` (pipeline.grpo.trainer.train), synchronous and pipelined, against TRL 1.16's
+GRPOTrainer, same run.
 
 Both trainers get the same locally built tiny Qwen2 model, the same gsm-synth questions in the
 same order (our QuestionSampler's order; TRL with shuffle_dataset=False), the same prompt strings
@@ -11,19 +12,27 @@ TRL runs with logging, saving and gradient checkpointing off (its GRPOConfig tur
 bf16 on by default); ours with `train.save_every=0` (the one save after the last step is outside
 the timed window) and its always-on metrics.jsonl / samples.jsonl writes inside it.
 
-Each trainer runs in its own child process (`--child ours|trl`). Measured there:
+Three trainers: ours synchronous (`sync`, the default loop), ours pipelined (`pipe`:
+train.async_staleness=1 with the rollout.engine=hf_process worker, rollout.tis_cap=2; docs/pipelined.md)
+and TRL. The pipelined trainer is two processes, the trainer and its generate worker, each with
+`--threads` threads: it uses two cores where the others use one, which is the point of it (the
+worker generates batch t+1 while the trainer updates on batch t); ours synchronous and TRL cannot
+use a second process. Completions per second = questions x G / seconds per step.
+
+Each trainer runs in its own child process (`--child ours|pipelined|trl`). Measured there:
 - seconds per step: wall time between the ends of consecutive optimizer steps, so each interval
   holds everything one step does (rollout, rewards, reference log-probs, update, logging). Step 1
-  is a warm-up and is dropped; model loading and setup happen before step 1 and are not counted.
-  Hooks: ours wraps `trainer.make_batch` (loop start) and `RunLog.log` (step end); TRL uses a
+  is a warm-up and is dropped, and so is the last (the pipelined trainer generates nothing ahead
+  during it, so it would flatter that trainer); model loading and setup happen before step 1 and are not counted.
+  Hooks: ours wraps the batch source's `take` (loop start) and `RunLog.log` (step end); TRL uses a
   TrainerCallback (on_step_begin / on_step_end).
-- CPU seconds per step: the child's process CPU time over the same intervals (one torch thread:
-  what the step computed, far less inflated than wall time when other work shares the machine).
 - peak RSS of the whole child (os.wait4's ru_maxrss): what a user sees, imports included.
 - loop peak: the peak RSS reached during the training steps minus the RSS just before step 1
   (the kernel's high-water mark is reset there via /proc/self/clear_refs), i.e. the memory the
   training loop itself adds on top of imports, policy, reference and data.
-Ratios are ours / TRL: below 1 means we are faster or smaller. Completions of an untrained model
+Ratios are ours / TRL: for seconds and memory below 1 means we are faster or smaller, for
+completions/s above 1 means more. The pipelined run's peak RSS is the trainer's alone (its worker is
+another process, holding one more copy of the model). Completions of an untrained model
 rarely stop early, so both sides generate about the same number of tokens; the mean completion
 length of each is printed as a check, with per-phase seconds (ours from metrics.jsonl's time/*,
 TRL's from its own profiling spans) to show where a difference comes from. The reward row only
@@ -35,16 +44,11 @@ OpenMP threads per process stall at every barrier when another process holds a c
 steps up to 10x slower and far noisier in trials. Repeats alternate which trainer runs first.
 The "fastest" row (each side's quickest timed step) is the least load-sensitive estimate.
 
-Variants (`--variant NAME=KEY=VALUE[,KEY=VALUE...]`, repeatable) run our trainer again in the same
-run with those config overrides, e.g. `skip=train.skip_zero_advantage=true` or
-`shared=train.forward_layout=shared_prompt`; each gets its own table against TRL and a row of its
-s/step over our plain run's. `--beta 0` and `--reward tests.helpers:digit_fraction_odd_gold` (0 on
-even-answer problems: about half the groups flat) give the zero-advantage groups that skipping saves.
-
 Usage: python benchmarks/bench_trainer.py [--size tiny|default|small|all] [--steps 4] [--repeats 2]
+       [--kinds ours pipelined trl]
        [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--threads 1]
-       [--workdir DIR] [--beta 0.04] [--reward module:fn] [--variant NAME=OVERRIDES ...]
-The default (tiny model, 4 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
+       [--workdir DIR]
+The default (tiny model, 5 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
 `--size all --steps 6 --repeats 3` about 6-10 minutes. Results: docs/bench_trainer.md.
 """
 from __future__ import annotations
@@ -69,6 +73,7 @@ SIZES = {
               "model.tiny_intermediate_size=1024", "model.tiny_vocab_size=1024"],
 }
 REWARD = "tests.helpers:digit_fraction"
+KINDS = ["ours", "pipelined", "trl"]  # ours synchronous, ours pipelined (docs/pipelined.md), TRL
 
 
 def base_overrides(workdir: Path, size: str) -> list[str]:
@@ -82,9 +87,8 @@ def run_overrides(a, workdir: Path, size: str) -> list[str]:
     return [*base_overrides(workdir, size), f"name=bench_{size}", "train.resume=never", "train.save_every=0",
             f"train.steps={a.steps}", f"train.questions_per_step={a.questions}", f"rollout.group_size={a.group}",
             f"rollout.max_new_tokens={a.max_new_tokens}", f"train.micro_batch_size={a.micro_batch}",
-            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", f"train.beta={a.beta}",
-            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{a.reward}: 1.0}}",
-            *json.loads(a.extra or "[]")]
+            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", "train.beta=0.04",
+            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{REWARD}: 1.0}}"]
 
 
 # ---------------------------------------------------------------- child side: probes and trainers
@@ -102,7 +106,6 @@ class Probe:
     def __init__(self):
         self.t0 = None
         self.ends: list[float] = []
-        self.cpu: list[float] = []  # process CPU seconds at the same stamps (less load-sensitive)
         self.base_rss = self.hwm = float("nan")
         self.hwm_reset = False
 
@@ -116,61 +119,69 @@ class Probe:
         except OSError:
             pass
         self.t0 = time.perf_counter()
-        self.cpu.append(time.process_time())
 
     def end(self) -> None:
         self.ends.append(time.perf_counter())
-        self.cpu.append(time.process_time())
         self.hwm = _proc_status_mib("VmHWM")
 
     def result(self) -> dict:
         stamps = [self.t0, *self.ends]
         steps = [b - a for a, b in zip(stamps, stamps[1:])]
-        cpu = [b - a for a, b in zip(self.cpu, self.cpu[1:])]
-        return {"warmup_s": steps[0], "step_s": steps[1:], "cpu_step_s": cpu[1:], "base_rss_mib": self.base_rss,
+        # the last step is dropped too: a pipelined run submits nothing after it, so it would not be typical
+        return {"warmup_s": steps[0], "step_s": steps[1:-1], "base_rss_mib": self.base_rss,
                 "loop_peak_mib": self.hwm - self.base_rss if self.hwm_reset else float("nan")}
 
 
-def run_ours(a, workdir: Path, size: str, probe: Probe) -> dict:
+PIPELINED = ["train.async_staleness=1", "rollout.engine=hf_process", "rollout.tis_cap=2"]
+
+
+def run_ours(a, workdir: Path, size: str, probe: Probe, extra: list[str] = ()) -> dict:
     from pipeline.config import load_run_config
     from pipeline.grpo import trainer
     from pipeline.grpo.run_log import RunLog, read_metrics
 
-    real_make_batch, real_log = trainer.make_batch, RunLog.log
+    real_source, real_log = trainer.batch_source, RunLog.log
 
-    def make_batch(*args, **kwargs):
-        probe.begin()
-        return real_make_batch(*args, **kwargs)
+    def batch_source(*args, **kwargs):  # step 1 starts when the loop first asks for a batch
+        source = real_source(*args, **kwargs)
+        take = source.take
+
+        def timed_take(step, timer):
+            probe.begin()
+            return take(step, timer)
+        source.take = timed_take
+        return source
 
     def log(self, step, metrics):
         real_log(self, step, metrics)
         probe.end()
 
-    trainer.make_batch, RunLog.log = make_batch, log
-    cfg = load_run_config(None, run_overrides(a, workdir, size))
+    trainer.batch_source, RunLog.log = batch_source, log
+    cfg = load_run_config(None, [*run_overrides(a, workdir, size), *extra])
     rows = read_metrics(trainer.train(cfg))[1:]  # timed steps only
-    phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in
-              [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs"), ("update", "update")]}
+    keys = [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs")]
+    if extra:  # pipelined: "rollout" is the worker's time (overlapped); the trainer waited rollout_wait of it
+        keys.append(("rollout_wait", "rollout_wait"))
+    phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in keys}
     return {"completion_len": statistics.mean(r["completion_len/mean"] for r in rows),
-            "skipped_frac": statistics.mean(r.get("skipped_frac", 0.0) for r in rows),
             "reward": statistics.mean(r["reward/mean"] for r in rows), "phases": phases}
 
 
-def _trl_rewards(reward: str):
-    import importlib
+def run_pipelined(a, workdir: Path, size: str, probe: Probe) -> dict:
+    """Ours with train.async_staleness=1 and the HF worker process (one thread each, --threads)."""
+    return run_ours(a, workdir, size, probe, [*PIPELINED, f"rollout.worker_threads={a.threads or 1}"])
 
+
+def _trl_rewards():
     import rewards
+    from tests.helpers import digit_fraction as df
 
-    module, name = reward.split(":")
-    fn = getattr(importlib.import_module(module), name)
-
-    def weighted(completions, answer, **_):
-        return [fn(c, g) for c, g in zip(completions, answer)]
-    weighted.__name__ = name
+    def digit_fraction(completions, answer, **_):
+        return [df(c, g) for c, g in zip(completions, answer)]
 
     def correct(completions, answer, **_):
         return [float(rewards.REWARDS["correct"](c, g, "auto")) for c, g in zip(completions, answer)]
-    return [weighted, correct]
+    return [digit_fraction, correct]
 
 
 def trl_config(cfg, out_dir: Path):
@@ -225,7 +236,7 @@ def run_trl(a, workdir: Path, size: str, probe: Probe) -> dict:
                 values.append(trainer._metrics["train"][key][-1])
             spans.append({})
 
-    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(a.reward),
+    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(),
                           args=trl_config(cfg, workdir / "runs" / f"trl_{size}"), train_dataset=data,
                           processing_class=tok, callbacks=[Hooks()])
     trainer.train()
@@ -259,7 +270,7 @@ def child_main(a) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     probe = Probe()
-    run = run_ours if a.child == "ours" else run_trl
+    run = {"ours": run_ours, "pipelined": run_pipelined, "trl": run_trl}[a.child]
     extra = run(a, Path(a.workdir), a.size, probe)
     Path(a.result).write_text(json.dumps({**probe.result(), **extra}))
 
@@ -279,14 +290,14 @@ def setup(workdir: Path, size: str) -> int:
     return json.loads((Path(cfg.model.tiny_dir) / models.BUILD_INFO).read_text())["params"]
 
 
-def run_child(kind: str, a, workdir: Path, size: str, extra: list[str] = ()) -> dict:
+def run_child(kind: str, a, workdir: Path, size: str) -> dict:
     result = workdir / f"result_{kind}_{size}.json"
     result.unlink(missing_ok=True)
     log_path = workdir / f"log_{kind}_{size}.txt"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--size", size, "--workdir", str(workdir),
            "--result", str(result), "--steps", str(a.steps), "--questions", str(a.questions), "--group",
            str(a.group), "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
-           "--threads", str(a.threads), "--beta", str(a.beta), "--reward", a.reward, "--extra", json.dumps(list(extra))]
+           "--threads", str(a.threads)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "TQDM_DISABLE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if a.threads:
@@ -305,34 +316,43 @@ def _ratio(x: float, y: float) -> str:
     return f"{x / y:.2f}" if y and y == y and x == x else "n/a"
 
 
-def report(size: str, params: int, ours: list[dict], trl: list[dict]) -> None:
-    def med(runs, key):
-        return statistics.median(v for r in runs for v in ([r[key]] if not isinstance(r[key], list) else r[key]))
+def report(size: str, params: int, runs: dict[str, list[dict]], completions: int) -> None:
+    """Each kind's medians, and ratios over TRL: s/step (below 1 = faster) and completions/s (above 1 = more)."""
+    def med(rs, key):
+        return statistics.median(v for r in rs for v in ([r[key]] if not isinstance(r[key], list) else r[key]))
 
-    fast_o = min(v for r in ours for v in r["step_s"])
-    fast_t = min(v for r in trl for v in r["step_s"])
-    print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in ours)} timed steps each")
-    print(f"  {'':28s}{'ours':>10s}{'TRL':>10s}{'ours/TRL':>10s}")
-    for label, key in [("s/step (median)", "step_s"), ("CPU s/step (median)", "cpu_step_s"), ("peak RSS MiB (whole child)", "peak_rss_mib"),
-                       ("loop peak MiB (over start)", "loop_peak_mib"), ("RSS before step 1 MiB", "base_rss_mib"),
-                       ("warm-up step s", "warmup_s"), ("completion tokens (mean)", "completion_len"),
-                       ("reward (mean)", "reward")]:
-        o, t = med(ours, key), med(trl, key)
-        print(f"  {label:28s}{o:10.3f}{t:10.3f}{_ratio(o, t):>10s}")
-    print(f"  {'s/step (fastest)':28s}{fast_o:10.3f}{fast_t:10.3f}{_ratio(fast_o, fast_t):>10s}")
-    for name, runs in [("ours", ours), ("TRL", trl)]:
-        phases = {k: statistics.mean(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
-        # The rest: forward/backward of the loss and optimizer step (TRL), bookkeeping.
-        phases["rest"] = statistics.mean(v for r in runs for v in r["step_s"]) - sum(phases.values())
-        print(f"  {name} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
-    if any(r.get("skipped_frac") for r in ours):
-        print(f"  ours: {statistics.mean(r['skipped_frac'] for r in ours):.0%} of the update's rows skipped")
+    names = {"ours": "sync", "pipelined": "pipe", "trl": "TRL"}
+    kinds = [k for k in KINDS if runs[k]]
+    print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in runs['trl'])} timed steps each, "
+          f"{completions} completions per step")
+    print("  " + f"{'':28s}" + "".join(f"{names[k]:>10s}" for k in kinds)
+          + "".join(f"{names[k] + '/TRL':>10s}" for k in kinds if k != "trl"))
+    rows = [("s/step (median)", lambda k: med(runs[k], "step_s")),
+            ("s/step (fastest)", lambda k: min(v for r in runs[k] for v in r["step_s"])),
+            ("completions/s (median)", lambda k: completions / med(runs[k], "step_s")),
+            ("completions/s (fastest)", lambda k: completions / min(v for r in runs[k] for v in r["step_s"]))]
+    rows += [(label, lambda k, key=key: med(runs[k], key)) for label, key in [
+        ("peak RSS MiB (whole child)", "peak_rss_mib"), ("loop peak MiB (over start)", "loop_peak_mib"),
+        ("RSS before step 1 MiB", "base_rss_mib"), ("warm-up step s", "warmup_s"),
+        ("completion tokens (mean)", "completion_len"), ("reward (mean)", "reward")]]
+    for label, value in rows:
+        vals = {k: value(k) for k in kinds}
+        print(f"  {label:28s}" + "".join(f"{vals[k]:10.3f}" for k in kinds)
+              + "".join(f"{_ratio(vals[k], vals['trl']):>10s}" for k in kinds if k != "trl"))
+    for kind in kinds:
+        rs = runs[kind]
+        phases = {k: statistics.mean(r["phases"][k] for r in rs) for k in rs[0]["phases"]}
+        # The rest: forward/backward of the loss, optimizer step, bookkeeping (pipelined: the
+        # worker's rollout overlaps it, so only its rollout_wait is counted against the step).
+        busy = sum(v for k, v in phases.items() if k != "rollout") if kind == "pipelined" else sum(phases.values())
+        phases["update+rest"] = statistics.mean(v for r in rs for v in r["step_s"]) - busy
+        print(f"  {names[kind]} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", choices=[*SIZES, "all"], default="tiny")
-    p.add_argument("--steps", type=int, default=4, help="optimizer steps per run; the first is a warm-up")
+    p.add_argument("--steps", type=int, default=5, help="optimizer steps per run; the first and last are not timed")
     p.add_argument("--repeats", type=int, default=2, help="ours/TRL run pairs per size, order alternating")
     p.add_argument("--questions", type=int, default=4, help="questions per step")
     p.add_argument("--group", type=int, default=4, help="G: completions per question")
@@ -341,17 +361,14 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="torch/OpenMP threads per trainer (0 = torch's default); 1 keeps a shared machine's "
                         "load from stalling OpenMP barriers, which distorts timings far more than it saves")
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS, help="which trainers to run (trl always)")
     p.add_argument("--workdir", default=None, help="keep data, models and runs here (default: a temp dir)")
-    p.add_argument("--beta", type=float, default=0.04, help="KL coefficient of both trainers (0: no reference)")
-    p.add_argument("--reward", default=REWARD, help="module:fn reward of both trainers (weight 1)")
-    p.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[,KEY=VALUE]",
-                   help="run ours again with these overrides (repeatable)")
-    p.add_argument("--extra", help=argparse.SUPPRESS)
-    p.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.steps < 2:
-        p.error("--steps must be >= 2 (step 1 is a warm-up)")
+    a.kinds = sorted({*a.kinds, "trl"}, key=KINDS.index)
+    if a.steps < 3:
+        p.error("--steps must be >= 3 (step 1 is a warm-up, the last is not timed)")
     return a
 
 
@@ -370,22 +387,13 @@ def main() -> None:
               f"steps={a.steps} (1 warm-up) repeats={a.repeats}")
         for size in (list(SIZES) if a.size == "all" else [a.size]):
             params = setup(workdir, size)
-            variants = {"ours": [], **{v.split("=", 1)[0]: v.split("=", 1)[1].split(",") for v in a.variant}}
-            runs: dict[str, list[dict]] = {name: [] for name in ["trl", *variants]}
+            runs: dict[str, list[dict]] = {k: [] for k in KINDS}
             for i in range(a.repeats):
-                order = ["trl", *variants] if i % 2 else [*variants, "trl"]
-                for name in order:
-                    kind = "trl" if name == "trl" else "ours"
-                    runs[name].append(run_child(kind, a, workdir, size, variants.get(name, [])))
-            for name, extra in variants.items():
-                report(size if name == "ours" else f"{size} [{name}: {', '.join(extra)}]", params, runs[name],
-                       runs["trl"])
-                if name != "ours":
-                    base, new = (statistics.median(v for r in runs[k] for v in r["step_s"]) for k in ("ours", name))
-                    fast = [min(v for r in runs[k] for v in r["step_s"]) for k in ("ours", name)]
-                    cpu = [statistics.median(v for r in runs[k] for v in r["cpu_step_s"]) for k in ("ours", name)]
-                    print(f"  {name} / ours: s/step median {new / base:.2f}, fastest {fast[1] / fast[0]:.2f}, "
-                          f"CPU s/step median {cpu[1] / cpu[0]:.2f}")
+                order = KINDS if i % 2 == 0 else KINDS[::-1]
+                for kind in order:
+                    if kind in a.kinds:
+                        runs[kind].append(run_child(kind, a, workdir, size))
+            report(size, params, runs, a.questions * a.group)
         print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               "(above the CPU count means other work shared the machine and timings are noisy)")
 

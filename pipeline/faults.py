@@ -7,6 +7,8 @@ pays one ``os.environ`` lookup per call.
   and a rank dying under torchrun).
 - ``MATHRL_CRASH_IN_BROADCAST=N``: the vLLM server client exits (status 17) before sending weight
   bucket N (the server must drop the broken group and keep serving).
+- ``MATHRL_WORKER_FAULT=crash:N`` / ``hang:N``: the ``hf_process`` rollout worker exits (status 23)
+  or stops answering when its N-th generate request arrives (the trainer must end with one line).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 
 CRASH_AFTER_STEP = "MATHRL_CRASH_AFTER_STEP"
 CRASH_IN_BROADCAST = "MATHRL_CRASH_IN_BROADCAST"
+WORKER_FAULT = "MATHRL_WORKER_FAULT"
 
 
 def after_step(step: int) -> None:
@@ -34,3 +37,16 @@ def broadcast_hook():
         if bucket == int(at):
             os._exit(17)
     return hook
+
+
+def worker_request(n: int) -> None:
+    """Called by the rollout worker process as its ``n``-th generate request (1-based) arrives."""
+    kind, _, at = os.environ.get(WORKER_FAULT, "").partition(":")
+    if at != str(n):
+        return
+    if kind == "crash":
+        os._exit(23)
+    if kind == "hang":
+        import time
+        while True:
+            time.sleep(3600)

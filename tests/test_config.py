@@ -23,7 +23,7 @@ def test_overrides_are_typed():
 @pytest.mark.parametrize("override, fragment", [
     ("train.lrr=1", "train.lrr"),
     ("train.lr=fast", "train.lr"),
-    ("rollout.engine=tgi", "'hf', 'vllm'"),
+    ("rollout.engine=tgi", "'hf', 'hf_process', 'vllm'"),
     ("train.steps=2.5", "train.steps"),
     ("nosuchsection.x=1", "nosuchsection"),
     ("train=3", "train"),

@@ -163,6 +163,9 @@ def check_rollout(r) -> None:
         raise ConfigError(f"rollout.tis_cap={r.tis_cap:g} needs rollout.top_p=1 and rollout.top_k=0 (got top_p="
                           f"{r.top_p:g}, top_k={r.top_k}): the trainer's log-probs do not apply top-p/top-k, so "
                           "the importance weights would be biased; set rollout.tis_cap=0 or sample untruncated")
+    if r.worker_threads < 0 or r.worker_timeout_s <= 0:
+        raise ConfigError(f"rollout.worker_threads must be >= 0 and rollout.worker_timeout_s > 0, got "
+                          f"{r.worker_threads} and {r.worker_timeout_s:g}")
     check_server(r)
 
 
@@ -324,6 +327,7 @@ def check_run(cfg) -> None:
                           "use train.mask_truncated=true to drop truncated completions")
     if cfg.threads < 0:
         raise ConfigError(f"threads must be >= 0 (0 = torch's default), got {cfg.threads}")
+    check_pipelined(cfg)
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
@@ -372,6 +376,27 @@ def check_options(cfg, stage: str, options: dict) -> None:
     if stage == "seed-grid" and cfg.sft.corrupt_frac == 0 and "clean" not in options["starts"]:
         raise ConfigError(f"seed-grid: no warm start left from {options['starts']} (the config's sft.corrupt_frac is "
                           "0, so `corrupted` is the same as `clean`)")
+
+
+def check_pipelined(cfg) -> None:
+    """train.async_staleness and rollout.engine=hf_process: the combinations the pipelined loop supports."""
+    k, t, r = cfg.train.async_staleness, cfg.train, cfg.rollout
+    if k < 0:
+        raise ConfigError(f"train.async_staleness must be >= 0 (0 = synchronous), got {k}")
+    if r.engine == "hf_process" and (cfg.model.lora or t.fsdp):
+        raise ConfigError("rollout.engine=hf_process pushes the full model's weights: it needs model.lora=false and "
+                          "train.fsdp=false")
+    if not k:
+        return
+    if r.tis_cap <= 0:
+        raise ConfigError(f"train.async_staleness={k} corrects stale batches with the engine's log-probs: set "
+                          "rollout.tis_cap > 0 (e.g. 2; docs/pipelined.md)")
+    if t.dynamic_sampling:
+        raise ConfigError(f"train.async_staleness={k} cannot refill a batch that is still being generated: set "
+                          "train.dynamic_sampling=false")
+    if t.fsdp or cfg.model.lora:
+        raise ConfigError(f"train.async_staleness={k} needs full weights to push between batches: set "
+                          "train.fsdp=false and model.lora=false")
 
 
 def world_size() -> int:

@@ -142,8 +142,12 @@ class PromptConfig:
 class RolloutConfig:
     """Sampling completions from the policy."""
 
-    engine: Literal["hf", "vllm", "vllm_server"] = "hf"
-    """`hf`: Hugging Face generate (any machine); `vllm`: colocated vLLM engine (one per rank under torchrun); `vllm_server`: a separate `mathrl vllm-serve` process."""
+    engine: Literal["hf", "hf_process", "vllm", "vllm_server"] = "hf"
+    """`hf`: Hugging Face generate (any machine); `hf_process`: the same in a worker process of its own, so that generation overlaps the update (train.async_staleness, docs/pipelined.md); `vllm`: colocated vLLM engine (one per rank under torchrun); `vllm_server`: a separate `mathrl vllm-serve` process."""
+    worker_threads: int = 0
+    """hf_process: torch threads of the worker process (0 = half the trainer's, at least 1); the trainer keeps the rest, at least 1."""
+    worker_timeout_s: float = 600.0
+    """hf_process: a batch the worker has not answered in this many seconds ends the run with an error (the worker is stopped), instead of a hang."""
     group_size: int = 8
     """G: completions sampled per question."""
     max_new_tokens: int = 256
@@ -356,6 +360,8 @@ class TrainConfig:
     """Parameters, gradients and AdamW state in float32 with forwards in model.dtype under autocast, or all in model.dtype (`model`: small updates round away in bfloat16)."""
     fsdp: bool = False
     """torchrun: shard parameters, gradients and optimizer state across ranks with FSDP2 (fully_shard) instead of replicating them."""
+    async_staleness: int = 0
+    """Pipelined GRPO (docs/pipelined.md): k >= 1 generates the next batches with weights at most k optimizer steps old while the trainer updates, correcting with the engine's log-probs (decoupled PPO, needs rollout.tis_cap > 0); 0 = the synchronous loop, exactly."""
 
     def __post_init__(self):
         checks.check_train(self)

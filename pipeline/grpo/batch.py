@@ -1,6 +1,6 @@
 """One step's training batch: rollout -> scored episodes -> log-probs -> advantages.
 
-``make_batch`` is the first half of a GRPO step (the second is ``trainer.optimise``):
+``make_batch`` (= ``collect_groups`` + ``finish_batch``) is the first half of a GRPO step (the second is ``trainer.optimise``):
 ``collect_groups`` draws questions from the sampler and has ``rollout`` sample G completions
 each and score them (with DAPO-style dynamic sampling, all-equal groups are dropped and more
 questions drawn); the episodes are packed into tensors; the old-policy and reference log-probs
@@ -46,6 +46,9 @@ class Batch:
     importance_weights: torch.Tensor | None  # [N, T] truncated importance weights (vLLM), or None
     zero_std_frac: float
     mismatch: dict[str, float]
+    # [N, T] the engine's log-probs, when the importance weights are taken in the update's own forward
+    # (pipelined, one update per batch: that forward's log-probs are the proximal policy's; pipelined.py)
+    behaviour_logp: torch.Tensor | None = None
 
 
 class timed:
@@ -67,11 +70,21 @@ def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
     # The rollout phase is over: a sleep-mode vLLM engine frees its GPU memory for the log-prob
     # forwards and the update, once per step; the sync wakes its weights, the next generate its KV cache
     state.engine.sleep()
+    return finish_batch(cfg, state, episodes, zero_std_frac, timer)
+
+
+def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac: float, timer: dict) -> Batch:
+    """Scored episodes -> the training batch: packed, old and reference log-probs, advantages and
+    importance weights. Shared by the synchronous loop and the pipelined one (pipelined.py), which
+    also keeps the old (proximal) log-probs for the loss: its ratio is taken against them."""
     # The one move to the policy's device; every other batch tensor is built on it (module notes).
     packed = pack(episodes, state.tokenizer.pad_token_id).to(policy_device(state.policy))
     mask = loss_mask(cfg, episodes, packed)
     reuse = cfg.train.updates_per_step > 1  # later optimizer steps see a policy that has moved
-    need_old = reuse or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0
+    # pipelined with one update per batch: the update's forward gives the proximal log-probs, no extra pass
+    in_update = cfg.train.async_staleness > 0 and not reuse and cfg.train.kl_in == "loss"
+    keep_old = reuse or cfg.train.async_staleness > 0 and not in_update
+    need_old = keep_old or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0 and not in_update
     with timed(timer, "logprobs"), torch.no_grad():
         old = all_logprobs(cfg, state.policy, packed) if need_old else None
         ref_logp = None
@@ -80,8 +93,10 @@ def make_batch(cfg, state: TrainState, timer: dict) -> Batch:
                 ref_logp = all_logprobs(cfg, ref_model, packed)
     adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer, state.prm)
     weights, mismatch = _importance_weights(cfg, episodes, old, mask)
-    return Batch(episodes, packed, adv, old if reuse else None,
-                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch)
+    behaviour = pad_logprobs([e.engine_logprobs for e in episodes], mask.shape[1], device=mask.device) \
+        if in_update else None
+    return Batch(episodes, packed, adv, old if keep_old else None,
+                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour)
 
 
 def policy_device(model) -> torch.device:
@@ -151,18 +166,28 @@ def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0,
     """G scored episodes per problem. ``lockstep_pad``: extra problems generated and thrown away, so
     that every rank of a sharded policy makes the same generate calls (dynamic sampling's refill
     rounds give ranks shares that differ by one)."""
-    prompts = [build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
-               for p in [*problems, *lockstep_pad]]
-    params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
-                            cfg.rollout.top_k)
     with timed(timer, "rollout"), autocast_for(cfg, engine):
-        # Seeded calls of `block` questions, each seed from its first question's draw index in the run:
-        # the samples depend on (seed, step), not on other RNG use (evals) nor, with block 1, on the rank.
-        block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else max(1, len(prompts)))
-        samples = [s for i in range(0, len(prompts), block) for s in engine.generate(
-            prompts[i:i + block], cfg.rollout.group_size,
-            dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))]
-    samples = samples[:len(problems)]
+        samples = [s for prompts, params in generate_calls(cfg, tok, [*problems, *lockstep_pad], first_draw)
+                   for s in engine.generate(prompts, cfg.rollout.group_size, params)]
+    return scored_groups(cfg, problems, samples[:len(problems)], timer)
+
+
+def generate_calls(cfg, tok, problems: list[dict], first_draw: int,
+                   logprobs: bool = False) -> list[tuple[list[str], SamplingParams]]:
+    """The (prompts, params) of each generate call for ``problems``, the first drawn ``first_draw``-th
+    in the run: seeded calls of `block` questions, each seed from its first question's draw index, so
+    the samples depend on (seed, step), not on other RNG use (evals) nor, with block 1, on the rank."""
+    prompts = [build_prompt(p["question"], template=cfg.prompt.template, tokenizer=tok, chat=cfg.prompt.chat)
+               for p in problems]
+    params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
+                            cfg.rollout.top_k, logprobs=logprobs)
+    block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else max(1, len(prompts)))
+    return [(prompts[i:i + block], dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))
+            for i in range(0, len(prompts), block)]
+
+
+def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episode]]:
+    """One group of scored episodes per problem from its samples (``samples[i]``: problem i's)."""
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
                        gold=p["answer"], engine_logprobs=s.logprobs, question=p["question"])

@@ -5,7 +5,8 @@ each -> score them with the `rewards` package -> group-relative advantages (outc
 completion; process: one per token from step rewards) -> `num_iterations` (mu) passes of
 `policy_loss` over micro-batches, each pass split into `mini_batches` mini-batches of whole groups
 with one optimizer step each (verl's ppo_mini_batch_size) -> sync the rollout engine.
-The first half is `batch.make_batch`, the second `optimise` below; the math lives in
+The first half is `batch.make_batch` (or, with `train.async_staleness` > 0, a batch generated
+while the previous step trained: pipelined.py), the second `optimise` below; the math lives in
 `advantages.py` / `losses.py`; this file orders the work and records it. docs/architecture.md
 follows one step through the files.
 
@@ -48,11 +49,12 @@ from pipeline.config import RunConfig, save_config, to_dict
 from pipeline.data.problems import load_problems
 from pipeline.device import resolve_device
 from pipeline.grpo import objective
-from pipeline.grpo.batch import Batch, loss_mask, make_batch, timed
+from pipeline.grpo.batch import Batch, loss_mask, timed
 from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
+from pipeline.grpo.pipelined import batch_source
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.reward_audit import RewardAudit
 from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
@@ -62,6 +64,7 @@ from pipeline.grpo.trackers import open_trackers, resolve
 from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
 from pipeline.rollout.factory import build_engine
+from pipeline.rollout.tis import tis_weights
 
 # fn(model, tokenizer, engine, out_dir or None, step=N) -> eval summary (accuracy, extraction_failure_rate,
 # n_problems, and optionally "metrics": more {name: value} to log)
@@ -106,12 +109,13 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     if cfg.train.eval_every and cfg.train.eval_on_start and start == 0 and _evaluates_here(state, main_rank):
         log.log(0, _periodic_eval(cfg, state, evaluate, layout.eval_dir(run_dir, "step_0") if main_rank else None, 0))
     reward_audit = RewardAudit(cfg.reward, run_dir if main_rank else None)
+    batches = batch_source(cfg, state, start, saved.get("in_flight") if saved is not None else None)
     for step in bar:
         timer: dict[str, float] = {}
-        batch = make_batch(cfg, state, timer)
+        batch = batches.take(step, timer)  # make_batch, or a batch generated while the last step trained
         update = optimise(cfg, state, batch, step, run_dir, timer)
         with timed(timer, "sync"):
-            state.engine.sync_weights(state.policy)
+            batches.updated(step)  # sync (or push) the weights
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
@@ -128,7 +132,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         if main_rank:
             _warn_zero_std(cfg, step, view.zero_std_frac)
         if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
-            _save(cfg, run_dir, step, state)
+            _save(cfg, run_dir, step, state, batches.in_flight())
         faults.after_step(step)
     log.close()
     final_state = fsdp.full_model_state(state.policy)  # every rank gathers under FSDP; None otherwise
@@ -166,13 +170,15 @@ def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple
     return TrainState(policy, ref, tok, engine, opt, sched, sampler, prm), start
 
 
-def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState) -> None:
-    """Checkpoint on rank 0; under FSDP every rank first gathers the full weights and optimizer state."""
+def _save(cfg: RunConfig, run_dir: Path, step: int, state: TrainState, in_flight: list[dict] | None = None) -> None:
+    """Checkpoint on rank 0; under FSDP every rank first gathers the full weights and optimizer state.
+    ``in_flight``: the pipelined loop's batches generated ahead (pipelined.py), kept for resume."""
     ref = state.ref if cfg.train.ref_reset_every else None
     full = fsdp.gather_for_save(state.policy, state.optimizer, ref)
     if distributed.is_main():
         trainer_state = {"optimizer": full.optimizer, "scheduler": state.scheduler.state_dict(),
-                         "sampler": state.sampler.state_dict()}
+                         "sampler": state.sampler.state_dict(),
+                         **({"in_flight": in_flight} if in_flight is not None else {})}
         save_checkpoint(run_dir, step, state.policy, state.tokenizer, trainer_state, keep=cfg.train.keep_checkpoints,
                         ref_model=ref, model_state=full.model, ref_state=full.ref)
 
@@ -243,14 +249,18 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
             entropy[0] = entropy[0] + (ent.float() * m).sum()  # stays on the device: read once per step
             entropy[1] = entropy[1] + m.sum()
         old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
+        is_weights, tis_stats = None if batch.importance_weights is None else batch.importance_weights[rows], {}
+        if batch.behaviour_logp is not None:  # pipelined: weights against this forward's (proximal) log-probs
+            is_weights, tis_stats = tis_weights(old, batch.behaviour_logp[rows], mask[rows], cfg.rollout.tis_cap,
+                                                cfg.rollout.is_correction, cfg.rollout.is_level)
+            tis_stats.pop("tis/max_abs_delta")  # a mean over micro-batches of their maxima would mislead
         loss, stats = objective.loss(
             cfg, logp, old, None if batch.ref_logp is None else batch.ref_logp[rows], batch.advantages[rows],
-            mask[rows], None if batch.importance_weights is None else batch.importance_weights[rows],
-            num_tokens=total_tokens, num_rows=n_all)
+            mask[rows], is_weights, num_tokens=total_tokens, num_rows=n_all)
         if not torch.isfinite(loss):
             _stop_non_finite(run_dir, step, "loss")
         loss.backward()
-        for k, v in stats.items():  # row-weighted means of the micro-batch statistics (device tensors)
+        for k, v in {**stats, **tis_stats}.items():  # row-weighted means of the micro-batch statistics (device tensors)
             sums[k] = sums.get(k, 0.0) + v * ((stop - start) * weight)
     params = [p for p in policy.parameters() if p.requires_grad]
     if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward

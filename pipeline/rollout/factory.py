@@ -3,6 +3,8 @@ evaluation and the vLLM server alike.
 
 - ``hf``: Hugging Face ``generate`` on the model itself (no copy); in lock-step on every rank when
   the model is FSDP-sharded (``train.fsdp`` under torchrun).
+- ``hf_process``: Hugging Face ``generate`` in a worker process of its own (process_engine.py), fed
+  the model's weights through ``push``; it runs under ``model.dtype`` autocast when the trainer does.
 - ``vllm``: a colocated ``vllm.LLM`` that loads a model directory, then takes the model's current
   weights through ``sync_weights`` (a trainer's resumed policy, an eval's merged LoRA adapter).
 - ``vllm_server``: a client of a separate ``mathrl vllm-serve`` process; it checks that the server
@@ -44,8 +46,20 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
         engine = VLLMServerEngine(cfg, model)
         engine.sync_weights(model)
         return engine
+    if kind == "hf_process":
+        from pipeline.rollout.process_engine import ProcessEngine
+
+        return ProcessEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, threads=cfg.rollout.worker_threads,
+                             timeout_s=cfg.rollout.worker_timeout_s,
+                             autocast_dtype=_mixed_dtype(cfg))
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, lockstep=fsdp.enabled(cfg),
                     shared_prefill=cfg.rollout.shared_prefill)
+
+
+def _mixed_dtype(cfg: RunConfig) -> str | None:
+    """``model.dtype`` when the trainer's forwards run under autocast to it (grpo/precision.py), else None."""
+    mixed = cfg.train.master_dtype == "float32" and cfg.model.dtype != "float32"
+    return cfg.model.dtype if mixed else None
 
 
 def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None):

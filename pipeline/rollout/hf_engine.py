@@ -11,6 +11,11 @@ go through transformers' own temperature / top-k / top-p warpers, each row adds 
 its own generator, and generate's greedy path takes the argmax, which is an exact sample of the
 warped softmax. Without a seed generate samples from the global RNG as usual.
 
+With ``SamplingParams.logprobs`` each sample also carries the log-prob of each sampled token under
+softmax(logits / temperature) (temperature 1 when greedy), the distribution the trainer's
+``token_logprobs`` scores: the behaviour policy of a pipelined trainer. The logits are generate's
+raw ones (``output_logits``), before the warpers and the Gumbel noise.
+
 ``lockstep=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward
 is a collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
@@ -87,14 +92,17 @@ class HFEngine(RolloutEngine):
                 max_new_tokens=params.max_new_tokens, do_sample=not plain,
                 temperature=None if plain else params.temperature,
                 top_p=None if plain else params.top_p, top_k=None if plain else (params.top_k or 0),
-                logits_processor=processors,
+                logits_processor=processors, return_dict_in_generate=True, output_logits=params.logprobs,
                 pad_token_id=tok.pad_token_id, eos_token_id=eos_ids, synced_gpus=self.lockstep, **prefix)
+            tokens = out.sequences[:, width:]
+            taken = _taken_logprobs(out.logits, tokens, params.temperature) if params.logprobs else None
             for row, (i, ids) in enumerate(chunk):
-                completion_ids, reason = _trim(out[row, width:].tolist(), eos_ids, tok.pad_token_id)
+                completion_ids, reason = _trim(tokens[row].tolist(), eos_ids, tok.pad_token_id)
                 results[i].append(Sample(
                     prompt=prompts[i], prompt_ids=ids,
                     completion=tok.decode(completion_ids, skip_special_tokens=True),
-                    completion_ids=completion_ids, finish_reason=reason))
+                    completion_ids=completion_ids, finish_reason=reason,
+                    logprobs=None if taken is None else taken[row, :len(completion_ids)].tolist()))
         self.model.train(was_training)
         return results
 
@@ -120,6 +128,14 @@ class SeededSampler(LogitsProcessor):
         u = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device) for g in self.generators])
         gumbel = -torch.log(-torch.log(u.clamp_min(torch.finfo(u.dtype).tiny)))
         return scores + gumbel.to(scores.dtype)
+
+
+def _taken_logprobs(logits: tuple, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    """[rows, steps] log-prob of each generated token under softmax(logits / temperature)."""
+    steps = torch.stack(logits, dim=1).float()  # [rows, steps, V]
+    if temperature > 0 and temperature != 1.0:
+        steps = steps / temperature
+    return steps.log_softmax(-1).gather(-1, tokens[:, :steps.shape[1]].unsqueeze(-1)).squeeze(-1)
 
 
 def _eos_ids(model, tok) -> list[int]:
