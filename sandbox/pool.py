@@ -111,10 +111,13 @@ class Slot:
             why = "" if timed_out else " " + self._stderr_tail()
             self.close()  # kill the whole unit: a job or the worker misbehaved
             res = {"stdout": "", "stderr": f"sandbox: worker unit killed{why}", "exit_code": -9,
-                   "timed_out": timed_out, "oom": False, "output_truncated": False,
+                   "timed_out": timed_out, "output_truncated": False,
                    "duration_ms": (time.monotonic() - t0) * 1000.0}
-        if self.cg and self.cg.oom_kills() > ooms:  # the kernel OOM-killed something of this job
-            res["oom"] = True
+        # The kernel's word, not the job's: a MemoryError is an exception any job can raise.
+        res["oom"] = bool(self.cg) and self.cg.oom_kills() > ooms
+        if res["oom"]:
+            res["stderr"] += (f"\nsandbox: the kernel OOM killer ended this job (slot memory cap "
+                              f"{self.memory_mb + CGROUP_OVERHEAD_MB} MB, memory_mb + overhead)")
         recycle = res.pop("recycle", None)
         if recycle:  # the job left something the worker could not remove: replace the unit
             log.warning("sandbox %s slot replaced after a job: %s", self.backend.name, recycle)
