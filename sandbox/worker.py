@@ -23,11 +23,9 @@ Nothing of one job reaches the next job of the slot:
     daemons - and removes what the job left (files of any mode and depth, SysV IPC objects,
     POSIX message queues). If the slot is still not clean after two sweeps, the response
     carries `recycle` with the reason and the host replaces the whole unit.
-  - each job is a fork of this worker, so it inherits the worker's memory. The worker itself
-    only reads the request (the raw payload lives in a `frames.Buf`, zeroed before the next
-    fork); everything about the job's outcome (its output, exit status, sizes, durations, the
-    response frame) lives in a per-job supervisor, a fork that runs the job, writes the
-    response and exits, so none of it is in the memory the next job is forked from.
+  - each job is a fork of this worker, so it inherits the worker's memory: the worker never
+    holds a job's code, stdin or output in memory it does not zero before the next fork
+    (raw payloads and output live in `frames.Buf`s, scrubbed after use).
 Without root (process backend run by a normal user) the uid drop and kill(-1) are
 impossible; the worker then kills its descendant tree found through /proc (it is a child
 subreaper, so orphans come back to it). That mode is not a security boundary.
@@ -364,32 +362,21 @@ def main():
         payload = Buf(int(head["size"]))
         if not payload.fill_exact(rin):
             return
-        sup = os.fork()
-        if sup == 0:  # the job's supervisor: runs it, answers, and takes what it knows along
-            os._exit(_supervise_job(worker, head, payload, rout))
-        payload.scrub()
-        status = os.waitpid(sup, 0)[1]
-        if status != 0:  # it died before it answered (it answers only on success)
-            _respond(rout, {"error": f"sandbox worker error: job supervisor ended with {status}",
-                            "exit_code": -1, "recycle": "worker error"})
-
-
-def _supervise_job(worker, head, payload, rout):
-    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # not inherited: the job's orphans come here
-    try:
-        res, out, err = worker.run_job(head, payload)
-    except Exception as e:  # a worker bug must not hang the host
-        res, out, err = {"error": f"sandbox worker error: {e!r}", "exit_code": -1,
-                         "recycle": "worker error"}, None, None
-    _respond(rout, res, out, err)
-    return 0
-
-
-def _respond(rout, res, out=None, err=None):
-    res = {"timed_out": False, "output_truncated": False, "duration_ms": 0.0, **res}
-    views = [b.view() for b in (out, err) if b is not None]
-    res["sizes"] = [len(v) for v in views] or [0, 0]
-    write_frame(rout, res, *views)
+        out = err = None
+        try:
+            res, out, err = worker.run_job(head, payload)
+        except Exception as e:  # a worker bug must not hang the host
+            res = {"error": f"sandbox worker error: {e!r}", "exit_code": -1, "timed_out": False,
+                   "output_truncated": False, "duration_ms": 0.0,
+                   "recycle": "worker error"}
+        views = [b.view() for b in (out, err) if b is not None]
+        res["sizes"] = [len(v) for v in views] or [0, 0]
+        write_frame(rout, res, *views)
+        for v in views:
+            v.release()
+        for b in (payload, out, err):
+            if b is not None:
+                b.scrub()
 
 
 if __name__ == "__main__":
