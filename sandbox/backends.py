@@ -268,7 +268,7 @@ class DockerBackend(Backend):
     own_cgroup = False  # the engine gives each container its memory and pids cgroup
     isolation = ("docker container: no network, read-only image root, private tmpfs, all caps "
                  "dropped (worker keeps setuid/kill), no-new-privileges, own unprivileged uid, "
-                 "memory + pids cgroup limits, rlimits")
+                 "memory + pids cgroup limits, 1 CPU quota, rlimits")
 
     def argv(self, spec):
         # The protocol runs over two FIFOs in a root-only host dir bind-mounted into the
@@ -290,6 +290,7 @@ class DockerBackend(Backend):
                 "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
                 "--security-opt", "no-new-privileges", "--memory", f"{mem}m",
                 "--memory-swap", f"{mem}m", "--pids-limit", str(spec.nproc * 2 + 16),
+                "--cpus", "1",  # the container's CPU quota: as a bwrap slot's (cgroups.py)
                 "--user", "0:0", "--workdir", "/tmp", "--env", "LANG=C.UTF-8", *env,
                 "--mount", f"type=bind,src={code_dir},dst={IN_DIR},readonly",
                 "--mount", f"type=bind,src={spec.host_dir},dst={IO_DIR}",

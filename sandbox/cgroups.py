@@ -1,10 +1,15 @@
-"""Optional per-slot cgroup (memory + pids caps) for the bwrap and process backends.
+"""Optional per-slot cgroup (memory + pids caps, CPU share) for the bwrap and process backends.
 
 Rlimits cap each process; a cgroup caps the slot as a whole, so a job that forks to its
 process limit cannot multiply its memory. Used when this host lets us create one: cgroup v1
 (memory and pids hierarchies writable, as on our dev machine) or v2 (a writable subtree with
 the memory and pids controllers delegated). Otherwise `SlotCgroup.create` returns None and the
 slot runs on rlimits alone; its isolation label says which.
+
+Where the cpu controller is there too, each slot also gets an equal CPU weight and a quota of
+`cpus` CPUs. The weight is counted per slot, not per process or session: the scheduler's
+autogroups (one per `setsid`) apply only to tasks in the root cgroup, so 60 forked `setsid`
+children weigh as one slot; the quota caps what the slot takes from everything else.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import signal
 import time
 
 ROOT = "/sys/fs/cgroup"
+CPU_PERIOD_US = 10_000  # a short period: a throttled slot waits at most this long, not 100 ms
+CPU_WEIGHT_V1, CPU_WEIGHT_V2 = 1024, 100  # the defaults, written so no inherited value counts
 
 
 def _own_paths() -> dict[str, str]:
@@ -29,20 +36,21 @@ def _own_paths() -> dict[str, str]:
 
 class SlotCgroup:
     def __init__(self, dirs: list[str], version: int):
-        self.dirs = dirs  # v1: [memory dir, pids dir]; v2: [unified dir]
+        self.dirs = dirs  # v1: [memory dir, pids dir, cpu dir if any]; v2: [unified dir]
         self.version = version
+        self.cpus: float | None = None  # the slot's CPU quota, when the cpu controller is here
 
     @classmethod
-    def create(cls, name: str, memory_mb: int, pids: int) -> "SlotCgroup | None":
+    def create(cls, name: str, memory_mb: int, pids: int, cpus: float = 1.0) -> "SlotCgroup | None":
         try:
             if os.path.exists(f"{ROOT}/cgroup.controllers"):
-                return cls._create_v2(name, memory_mb, pids)
-            return cls._create_v1(name, memory_mb, pids)
+                return cls._create_v2(name, memory_mb, pids, cpus)
+            return cls._create_v1(name, memory_mb, pids, cpus)
         except OSError:
             return None
 
     @classmethod
-    def _create_v1(cls, name, memory_mb, pids):
+    def _create_v1(cls, name, memory_mb, pids, cpus):
         own = _own_paths()
         mem = os.path.join(ROOT, "memory", own.get("memory", "/").lstrip("/"), name)
         pid = os.path.join(ROOT, "pids", own.get("pids", "/").lstrip("/"), name)
@@ -56,14 +64,27 @@ class SlotCgroup:
         except OSError:
             cg.destroy()
             raise
+        cpu = os.path.join(ROOT, "cpu", own.get("cpu", "/").lstrip("/"), name)
+        try:  # optional: without it the slot still has its memory and pids caps
+            os.mkdir(cpu)
+            cg.dirs.append(cpu)
+            _write(cpu, "cpu.shares", CPU_WEIGHT_V1)
+            _write(cpu, "cpu.cfs_period_us", CPU_PERIOD_US)
+            _write(cpu, "cpu.cfs_quota_us", int(cpus * CPU_PERIOD_US))
+            cg.cpus = cpus
+        except OSError:
+            if cg.dirs[-1] == cpu:
+                cg.dirs.pop()
+                os.rmdir(cpu)
         return cg
 
     @classmethod
-    def _create_v2(cls, name, memory_mb, pids):
+    def _create_v2(cls, name, memory_mb, pids, cpus):
         parent = os.path.join(ROOT, _own_paths().get("", "/").lstrip("/"))
         with open(os.path.join(parent, "cgroup.subtree_control")) as f:
-            if not {"memory", "pids"} <= set(f.read().split()):
-                raise OSError("memory/pids controllers not delegated here")
+            delegated = set(f.read().split())
+        if not {"memory", "pids"} <= delegated:
+            raise OSError("memory/pids controllers not delegated here")
         d = os.path.join(parent, name)
         os.mkdir(d)
         cg = cls([d], 2)
@@ -71,6 +92,10 @@ class SlotCgroup:
             _write(d, "memory.max", memory_mb << 20)
             _write(d, "memory.swap.max", 0)
             _write(d, "pids.max", pids)
+            if "cpu" in delegated:
+                _write(d, "cpu.weight", CPU_WEIGHT_V2)
+                _write(d, "cpu.max", f"{int(cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+                cg.cpus = cpus
         except OSError:
             cg.destroy()
             raise
@@ -78,7 +103,8 @@ class SlotCgroup:
 
     @property
     def label(self) -> str:
-        return f"cgroup v{self.version} memory + pids cap per slot"
+        cpu = f", {self.cpus:g} CPU quota" if self.cpus else ", no CPU share (cpu controller missing)"
+        return f"cgroup v{self.version} memory + pids cap{cpu} per slot"
 
     def enter(self) -> None:
         """Move the calling process in (call from the child before exec: preexec_fn)."""

@@ -30,7 +30,8 @@ GRACE_S = 3.0  # above the worker's budget for clearing a slot after a job (work
 CGROUP_OVERHEAD_MB = 128  # the worker and its helper, on top of the job's memory_mb
 START_TIMEOUT_S = 60.0
 HOST_WIPE_S = 30.0  # removing a process slot's scratch dir on the host when the unit goes
-SECCOMP_LABEL = "seccomp denylist (namespaces, ptrace, mount, bpf, io_uring, keyrings, modules)"
+SECCOMP_LABEL = ("seccomp denylist (namespaces, ptrace, mount, bpf, io_uring, keyrings, modules, "
+                 "inotify, file locks) + allowlists (socket families unix/inet/inet6, fcntl commands)")
 
 
 class Slot:
@@ -111,10 +112,13 @@ class Slot:
             why = "" if timed_out else " " + self._stderr_tail()
             self.close()  # kill the whole unit: a job or the worker misbehaved
             res = {"stdout": "", "stderr": f"sandbox: worker unit killed{why}", "exit_code": -9,
-                   "timed_out": timed_out, "oom": False, "output_truncated": False,
+                   "timed_out": timed_out, "output_truncated": False,
                    "duration_ms": (time.monotonic() - t0) * 1000.0}
-        if self.cg and self.cg.oom_kills() > ooms:  # the kernel OOM-killed something of this job
-            res["oom"] = True
+        # The kernel's word, not the job's: a MemoryError is an exception any job can raise.
+        res["oom"] = bool(self.cg) and self.cg.oom_kills() > ooms
+        if res["oom"]:
+            res["stderr"] += (f"\nsandbox: the kernel OOM killer ended this job (slot memory cap "
+                              f"{self.memory_mb + CGROUP_OVERHEAD_MB} MB, memory_mb + overhead)")
         recycle = res.pop("recycle", None)
         if recycle:  # the job left something the worker could not remove: replace the unit
             log.warning("sandbox %s slot replaced after a job: %s", self.backend.name, recycle)

@@ -17,7 +17,9 @@ class ExecResult:
     """Process exit status; negative for a signal (-9 after a kill), like `subprocess`."""
     timed_out: bool
     oom: bool
-    """The job hit its memory limit (MemoryError, or killed by the container's OOM killer)."""
+    """The kernel OOM-killed a process of the job in its slot cgroup (the slot's cap, as the
+    host reads it from the cgroup). A `MemoryError` from the address-space rlimit is the job's
+    own exception (any job can raise one), so it shows as exit 1 with its traceback, not here."""
     output_truncated: bool
     """stdout or stderr passed `max_output_bytes`; the job was killed at that point."""
     duration_ms: float

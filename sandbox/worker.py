@@ -9,8 +9,12 @@ Per job, the child:
   - gets rlimits: address space (memory_mb), processes (nproc, counted per slot uid), file
     size, CPU seconds, no core dumps;
   - runs in a fresh scratch dir with stdin from a file and stdout/stderr into pipes;
-  - sees no inherited descriptors, so it cannot write to the worker's protocol pipe.
-The worker enforces wall time and the output cap itself and SIGKILLs on breach.
+  - sees no inherited descriptor but its stdin file and the two output pipes: nothing it holds
+    reports about it, so it cannot write to the worker's protocol or forge a result field;
+  - is the OOM killer's first choice in its slot (`oom_score_adj` 1000; it cannot lower it).
+The worker enforces wall time and the output cap itself and SIGKILLs on breach. It decides
+`timed_out` from its own clock and the job's CPU time (`wait4` rusage), never from how the job
+died; `oom` is the host's, from the slot cgroup's OOM-kill counter (pool.py).
 
 Nothing of one job reaches the next job of the slot:
   - after every job a cheap check (`residue.Residue.find`: no child left, empty scratch dir,
@@ -55,7 +59,7 @@ except ImportError:  # the wall did not provide it: jobs run without the denylis
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 _libc = ctypes.CDLL(None, use_errno=True)
-OOM_FLAG = b"M"
+OOM_SCORE_ADJ = b"1000"  # the job, not the worker, dies when the slot runs out of memory
 CHUNK = 4096  # first size of an output buffer; it doubles up to the job's output cap
 SWEEP_BUDGET_S = 1.5  # default for killing and removing leftovers; below the host's grace
 
@@ -82,24 +86,23 @@ class Worker:
         stdin_path = os.path.join(self.scratch, ".stdin")
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        st_r, st_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # job child: never returns
-            os.close(out_r), os.close(err_r), os.close(st_r)
-            _child(self, head, payload, out_w, err_w, st_w, stdin_path)
+            os.close(out_r), os.close(err_r)
+            _child(self, head, payload, out_w, err_w, stdin_path)
         payload.scrub()  # the child has its own copy; the next job must not find this one
-        for fd in (out_w, err_w, st_w):
+        for fd in (out_w, err_w):
             os.close(fd)
-        res, out, err = self._supervise(pid, head, out_r, err_r, st_r, t0)
+        res, out, err = self._supervise(pid, head, out_r, err_r, t0)
         res["duration_ms"] = (time.monotonic() - t0) * 1000.0
         return res, out, err
 
-    def _supervise(self, pid, head, out_r, err_r, st_r, t0):
+    def _supervise(self, pid, head, out_r, err_r, t0):
         cap = int(head.get("max_output_bytes", 65536))
         deadline = t0 + float(head.get("timeout_s", 5.0))
         bufs = {out_r: Buf(CHUNK, cap), err_r: Buf(CHUNK, cap)}
         pidfd = os.pidfd_open(pid)
-        open_fds, timed_out, truncated, status = {out_r, err_r}, False, False, None
+        open_fds, timed_out, truncated, status, usage = {out_r, err_r}, False, False, None, None
         while status is None:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -108,30 +111,26 @@ class Worker:
             ready, _, _ = select.select([*open_fds, pidfd], [], [], left)
             for fd in ready:
                 if fd == pidfd:
-                    status = os.waitpid(pid, 0)[1]
+                    status, usage = os.wait4(pid, 0)[1:]
                     continue
                 truncated |= _drain(fd, bufs[fd], open_fds)
             if truncated:
                 break
         if status is None:
             os.kill(pid, signal.SIGKILL)
-            status = os.waitpid(pid, 0)[1]
+            status, usage = os.wait4(pid, 0)[1:]
         recycle = self._clear_slot()  # also closes pipes held by leftovers, so draining ends
         end = time.monotonic() + 1.0
         while open_fds and time.monotonic() < end:
             ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
             for fd in ready:
                 truncated |= _drain(fd, bufs[fd], open_fds)
-        os.set_blocking(st_r, False)  # a leftover writer must never block the worker
-        try:
-            oom = os.read(st_r, 1) == OOM_FLAG
-        except BlockingIOError:
-            oom = False
-        for fd in (out_r, err_r, st_r, pidfd):
+        for fd in (out_r, err_r, pidfd):
             os.close(fd)
-        code = os.waitstatus_to_exitcode(status)
-        timed_out |= code == -signal.SIGXCPU  # threads burnt the CPU-seconds rlimit first
-        res = {"exit_code": code, "timed_out": timed_out, "oom": oom,
+        # Threads can burn the CPU-seconds rlimit before the wall clock runs out: that is a
+        # timeout too, told by the CPU time the kernel counted, not by the signal it died of.
+        timed_out |= usage.ru_utime + usage.ru_stime >= _cpu_seconds(head)
+        res = {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
                "output_truncated": truncated}
         if recycle:
             res["recycle"] = recycle
@@ -214,10 +213,12 @@ def _drop(uid, gid):
     os.setuid(uid)
 
 
-def _child(w, head, payload, out_w, err_w, st_w, stdin_path):
+def _child(w, head, payload, out_w, err_w, stdin_path):
     try:
         req = json.loads(payload.data)
         os.setsid()
+        with open("/proc/self/oom_score_adj", "wb", buffering=0) as f:
+            f.write(OOM_SCORE_ADJ)  # raising needs no privilege; lowering needs CAP_SYS_RESOURCE
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries grant nothing
         if w.can_drop:
             _drop(w.uid, w.gid)
@@ -226,9 +227,9 @@ def _child(w, head, payload, out_w, err_w, st_w, stdin_path):
             f.write(req.get("stdin", ""))
         in_fd = os.open(stdin_path, os.O_RDONLY)
         os.unlink(stdin_path)
-        for src, dst in ((in_fd, 0), (out_w, 1), (err_w, 2), (st_w, 3)):
+        for src, dst in ((in_fd, 0), (out_w, 1), (err_w, 2)):
             os.dup2(src, dst)
-        _close_fds_from(4)
+        _close_fds_from(3)
         _limits(head, w)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
@@ -262,7 +263,7 @@ def _close_fds_from(low):
 
 def _limits(head, w):
     mem = int(head["memory_mb"]) * 1024 * 1024
-    cpu = int(float(head["timeout_s"])) + 1
+    cpu = _cpu_seconds(head)
     fsize = int(w.fsize_mb) * 1024 * 1024
     for lim, val in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CORE, 0),
                      (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CPU, cpu),
@@ -270,6 +271,11 @@ def _limits(head, w):
         resource.setrlimit(lim, (val, val))
     if w.can_drop or w.nproc_always:  # NPROC counts per uid; root is exempt
         resource.setrlimit(resource.RLIMIT_NPROC, (w.nproc, w.nproc))
+
+
+def _cpu_seconds(head):
+    """The job's CPU-seconds rlimit: its wall timeout, rounded up by at least a second."""
+    return int(float(head["timeout_s"])) + 1
 
 
 def _exec_user(code):
@@ -283,11 +289,6 @@ def _exec_user(code):
     except SystemExit as e:
         status = _exit_status(e.code)
     except BaseException as e:
-        if isinstance(e, MemoryError):
-            try:
-                os.write(3, OOM_FLAG)
-            except OSError:
-                pass
         try:  # drop this function's own frame from the traceback
             traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         except BaseException:
@@ -366,7 +367,7 @@ def main():
             res, out, err = worker.run_job(head, payload)
         except Exception as e:  # a worker bug must not hang the host
             res = {"error": f"sandbox worker error: {e!r}", "exit_code": -1, "timed_out": False,
-                   "oom": False, "output_truncated": False, "duration_ms": 0.0,
+                   "output_truncated": False, "duration_ms": 0.0,
                    "recycle": "worker error"}
         views = [b.view() for b in (out, err) if b is not None]
         res["sizes"] = [len(v) for v in views] or [0, 0]

@@ -45,9 +45,10 @@ def test_infinite_loop_is_killed_at_timeout(sb):
     assert sb.run("print('alive')").stdout == "alive\n"
 
 
-def test_10gb_allocation_fails_with_oom(sb):
+def test_10gb_allocation_fails_with_memory_error(sb):
+    # the address-space rlimit refuses it; a MemoryError is the job's own word, so no `oom`
     r = sb.run("x = bytearray(10 * 1024**3)\nprint('allocated')", memory_mb=256)
-    assert r.oom and r.exit_code != 0
+    assert r.exit_code == 1 and "MemoryError" in r.stderr and not r.oom
     assert "allocated" not in r.stdout
 
 
@@ -63,6 +64,8 @@ def test_memory_of_all_job_processes_is_capped(sb, request):
     assert r.exit_code == 0, r.stderr
     # 6 x 200 MB held at once; the slot cap (pool memory_mb + overhead, < 800 MB) lets <= 3 live
     assert int(r.stdout) <= 3
+    if sb.backend.name != "docker":  # the host reads the slot cgroup's OOM kills (docker: the engine's)
+        assert r.oom
 
 
 def test_process_count_is_capped(sb, request):

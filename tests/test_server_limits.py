@@ -158,6 +158,7 @@ def test_the_token_comes_from_the_environment_or_a_file(monkeypatch, tmp_path):
     assert server_token(r) is None
     path = tmp_path / "token"
     path.write_text("file-token-0123456789\nignored\n")
+    path.chmod(0o600)
     from_file = load_run_config(None, [f"rollout.server_token_file={path}"]).rollout
     assert server_token(from_file) == "file-token-0123456789"
     monkeypatch.setenv(TOKEN_ENV, "env-token-0123456789ab")
@@ -171,6 +172,7 @@ def test_weak_or_missing_tokens_are_refused(monkeypatch, tmp_path, content, reas
     path = tmp_path / "token"
     if content is not None:
         path.write_text(content)
+        path.chmod(0o600)
     r = load_run_config(None, [f"rollout.server_token_file={path}"]).rollout
     with pytest.raises(TokenError, match=reason):
         server_token(r)

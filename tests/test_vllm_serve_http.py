@@ -14,7 +14,8 @@ import time
 from pipeline.rollout.server_limits import ServerLimits
 from tests.serve_helpers import TOKEN, StandInEngine, call, raw, running_server, serve_config, status_of
 
-FAST = ServerLimits(read_timeout_s=1.0, max_connections=8, max_body_bytes=4096, batch_window_s=0.0)
+FAST = ServerLimits(read_timeout_s=1.0, max_connections=8, max_unauth_connections=8, auth_timeout_s=1.0,
+                    max_body_bytes=4096, batch_window_s=0.0)
 AUTH = f"Authorization: Bearer {TOKEN}\r\n".encode()
 
 
@@ -62,9 +63,9 @@ def test_slowloris_heads_and_slow_bodies_are_cut_at_the_read_timeout():
 
 
 def test_too_many_connections_get_503_and_idle_ones_expire():
-    """200 half-sent requests (the issue's attack): the server keeps max_connections (8) of them,
-    answers the others 503 at once, adds no thread per connection, and serves again once the
-    idle ones hit the read timeout."""
+    """200 half-sent requests without a token (the issue's attack): the server keeps the newest
+    max_unauth_connections (8) of them, answers the older ones 503 as newer ones come, adds no
+    thread per connection, and serves again once the idle ones hit the token deadline."""
     with running_server(serve_config(), limits=FAST) as (_, url):
         threads = threading.active_count()
         socks = []
@@ -82,6 +83,8 @@ def test_too_many_connections_get_503_and_idle_ones_expire():
                 except socket.timeout:
                     pass
             assert refused >= 190, refused
+            socks[-1].settimeout(5)
+            assert socks[-1].recv(4096) == b""  # the newest were kept, until the token deadline
             assert threading.active_count() <= threads + 1
         finally:
             for s in socks:

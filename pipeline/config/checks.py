@@ -172,7 +172,8 @@ def check_rollout(r) -> None:
 def check_server(r) -> None:
     """The `mathrl vllm-serve` limits, and the no-token opt-out on loopback only."""
     small = [k for k in ("server_max_n", "server_max_prompts", "server_max_body_mb", "server_max_connections",
-                         "server_timeout_s", "server_read_timeout_s") if not getattr(r, k) > 0]
+                         "server_max_unauth_connections", "server_timeout_s", "server_read_timeout_s",
+                         "server_auth_timeout_s") if not getattr(r, k) > 0]
     if small:
         raise ConfigError(f"rollout.{small[0]} must be > 0, got {getattr(r, small[0])}")
     if not 0 <= r.server_batch_window_s <= 1:

@@ -195,7 +195,11 @@ class RolloutConfig:
     server_read_timeout_s: float = 30.0
     """vllm_server: seconds a client has to send a whole request (headers and body) once connected or after its previous reply."""
     server_max_connections: int = 64
-    """vllm_server: open connections the server keeps; more are answered 503 and closed."""
+    """vllm_server: open connections with the token the server keeps; more are answered 503 and closed."""
+    server_max_unauth_connections: int = 16
+    """vllm_server: open connections that have not yet sent the token; past it the oldest is answered 503 and closed."""
+    server_auth_timeout_s: float = 2.0
+    """vllm_server: seconds a new connection has to send a request carrying the token, else it is closed."""
     server_batch_window_s: float = 0.02
     """vllm_server: how long the server waits after a /generate request for others (e.g. the other ranks') to batch into one engine call."""
     server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"

@@ -3,7 +3,8 @@
 Both sides read it the same way: the environment variable ``MATHRL_SERVER_TOKEN`` if set, else
 the first line of ``rollout.server_token_file``. Not from the command line (every local user
 can read a process's arguments in /proc) and not from the config itself (configs are saved
-into run directories). The client sends it as ``Authorization: Bearer <token>`` on every
+into run directories). A token file that its group or other users may read is refused (one
+line saying how to fix its mode): the docs promise a file only you can read. The client sends it as ``Authorization: Bearer <token>`` on every
 request; the server compares in constant time (``hmac.compare_digest``). The same token keys
 the weight group's handshake (pipeline/weights/broadcast.py).
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import hmac
 import os
 import re
-from pathlib import Path
 
 __all__ = ["TOKEN_ENV", "MIN_TOKEN_CHARS", "TokenError", "server_token", "bearer", "authorized"]
 
@@ -34,11 +34,17 @@ def server_token(rollout) -> str | None:
     """The token from the environment or ``rollout.server_token_file``; None if neither is set."""
     token, source = os.environ.get(TOKEN_ENV), TOKEN_ENV
     if not token and rollout.server_token_file:
-        source = f"rollout.server_token_file={rollout.server_token_file}"
+        path = rollout.server_token_file
+        source = f"rollout.server_token_file={path}"
         try:
-            lines = Path(rollout.server_token_file).read_text().splitlines()
+            with open(path) as f:
+                mode = os.fstat(f.fileno()).st_mode & 0o777  # of the file read, not of a swapped path
+                lines = f.read().splitlines()
         except OSError as e:
             raise TokenError(f"{source}: cannot read the token ({e.strerror or e})") from None
+        if mode & 0o077:
+            raise TokenError(f"{source}: mode {mode:o} lets {'other users' if mode & 0o007 else 'its group'} read "
+                             f"the token; make it yours alone (`chmod 600 {path}`)")
         token = lines[0].strip() if lines else ""
         if not token:
             raise TokenError(f"{source}: the file is empty")

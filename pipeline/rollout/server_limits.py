@@ -38,7 +38,9 @@ class ServerLimits:
     max_new_tokens: int = 2048  # the served vllm_max_model_len
     max_body_bytes: int = 16 << 20
     read_timeout_s: float = 30.0
-    max_connections: int = 64
+    max_connections: int = 64  # authenticated ones
+    max_unauth_connections: int = 16  # not yet authenticated: the oldest is dropped past this
+    auth_timeout_s: float = 2.0  # a connection's time to send the token
     batch_window_s: float = 0.02
     update_timeout_s: float = 600.0  # an announced weight update expires after this
     max_bucket_bytes: int = MAX_BUCKET_BYTES
@@ -48,6 +50,7 @@ class ServerLimits:
         return cls(max_n=r.server_max_n, max_prompts=r.server_max_prompts, max_new_tokens=r.vllm_max_model_len,
                    max_body_bytes=r.server_max_body_mb << 20, read_timeout_s=r.server_read_timeout_s,
                    max_connections=r.server_max_connections, batch_window_s=r.server_batch_window_s,
+                   max_unauth_connections=r.server_max_unauth_connections, auth_timeout_s=r.server_auth_timeout_s,
                    update_timeout_s=r.server_timeout_s)
 
     def as_json(self) -> dict:

@@ -27,15 +27,21 @@ against its model), the bytes over the group, and ``POST /update_weights_done``,
 once vLLM has loaded them (or with the server's error).
 
 Failures end the run with one line naming the server, never a hang: a server that is not
-running fails the first request within ``CONNECT_TIMEOUT_S``; one that dies or hangs later
-fails the next request or broadcast within ``rollout.server_timeout_s``. ``ServerLost`` is a
+running fails the first request at once (connection refused); one that dies or hangs later
+fails the next request or broadcast within ``rollout.server_timeout_s``. Connection-level
+failures of a server that is there (503 when its connection pools are full, a connection it
+closed or reset, one refused after a first contact) are retried with backoff until that
+budget (``CONNECT_TIMEOUT_S`` for the first contact) is spent: strangers holding connections
+slow a request down, they do not end the run. ``ServerLost`` is a
 ``distributed.PeerLost``, which the trainer's ``main`` prints before exiting 1.
 """
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
+import random
 import time
 import urllib.error
 import urllib.request
@@ -57,6 +63,9 @@ from pipeline.weights.group_store import RemoteStore
 __all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "CONNECT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 10.0  # first contact: a server that is not there fails this fast
+RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0  # backoff between retries of a connection-level failure
+# Failures where the server (or a stranger crowding it) dropped the connection before answering:
+_RETRIED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, http.client.RemoteDisconnected)
 
 
 class ServerLost(distributed.PeerLost):
@@ -89,11 +98,26 @@ class VLLMServerEngine(RolloutEngine):
     # -- HTTP ------------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict | None = None, timeout: float | None = None,
               first: bool = False) -> dict:
+        """One request, retried with backoff while it fails at the connection level (see the module
+        docstring) and ``timeout`` (default ``rollout.server_timeout_s``) is not spent."""
+        budget = timeout or self.timeout_s
+        deadline, pause = time.monotonic() + budget, RETRY_FIRST_S
+        while True:
+            try:
+                return self._call_once(method, path, body, min(budget, max(0.1, deadline - time.monotonic())), first)
+            except _Retry as e:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise e.final from e.__cause__
+            time.sleep(min(left, pause * random.uniform(0.5, 1.0)))
+            pause = min(2 * pause, RETRY_MAX_S)
+
+    def _call_once(self, method: str, path: str, body: dict | None, timeout: float, first: bool) -> dict:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json", **bearer(self.token)})
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout_s) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as e:
             try:
@@ -103,17 +127,25 @@ class VLLMServerEngine(RolloutEngine):
             if e.code == 401:
                 detail = (f"{detail}. {'This trainer sent no token' if self.token is None else 'The token differs'}: "
                           f"{HOW}")
-            raise ServerError(f"vLLM server {self.url} refused {method} {path}: {detail or e}") from e
+            error = ServerError(f"vLLM server {self.url} refused {method} {path}: {detail or e}")
+            if e.code == 503:  # its connection pools are full (strangers, or many ranks at once)
+                raise _Retry(error) from e
+            raise error from e
         except (OSError, ValueError) as e:  # refused, reset, timed out, truncated reply
             reason = getattr(e, "reason", e)
             if first:
-                raise ServerLost(f"no vLLM server at {self.url} ({reason}); start it with `mathrl vllm-serve "
-                                 "--config <the same config>` (or wait until it logs 'serving'), and check "
-                                 "rollout.server_host / rollout.server_port") from e
-            raise ServerLost(f"vLLM server {self.url}: {method} {path} failed ({type(reason).__name__}: {reason}); "
-                             "the server died or stopped answering within rollout.server_timeout_s="
-                             f"{self.timeout_s:g} (its log says why). Restart it and rerun with train.resume=auto"
-                             ) from e
+                lost = ServerLost(f"no vLLM server at {self.url} ({reason}); start it with `mathrl vllm-serve "
+                                  "--config <the same config>` (or wait until it logs 'serving'), and check "
+                                  "rollout.server_host / rollout.server_port")
+            else:
+                lost = ServerLost(f"vLLM server {self.url}: {method} {path} failed ({type(reason).__name__}: "
+                                  f"{reason}); the server died or stopped answering within rollout.server_timeout_s="
+                                  f"{self.timeout_s:g} (its log says why). Restart it and rerun with "
+                                  "train.resume=auto")
+            # a refused first contact means no server: fail at once; later it may be restarting
+            if isinstance(reason, _RETRIED) or (not first and isinstance(reason, ConnectionRefusedError)):
+                raise _Retry(lost) from e
+            raise lost from e
 
     def _check_architecture(self, model) -> None:
         mine = [(n, shape) for n, _, shape in hf_specs(model)]  # no tensor made, gathered or merged
@@ -201,6 +233,14 @@ class VLLMServerEngine(RolloutEngine):
             except distributed.PeerLost:
                 pass  # the server is gone or busy; it drops the group when the next trainer joins
         self._drop_group()
+
+
+class _Retry(Exception):
+    """A connection-level failure worth another try; ``final`` is the error if none is left."""
+
+    def __init__(self, final: Exception):
+        super().__init__(str(final))
+        self.final = final
 
 
 def choose_backend(choice: str, device: torch.device, health: dict, url: str) -> str:
