@@ -6,8 +6,7 @@ the peak of each phase of a step and whether the peak fits the GPU.
 from __future__ import annotations
 
 from pipeline.config import RunConfig
-from pipeline.plan.memory import GIB, Plan, RunShape, estimate, vllm_startup_free
-from pipeline.plan.shapes import load_config, shape_from_config
+from pipeline.plan.memory import GIB, Plan, RunShape, vllm_startup_free
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TIGHT = 0.10  # headroom below this fraction of the GPU is reported as tight
