@@ -188,7 +188,8 @@ def random_edit(text: str, gold: str, wrong: str, rng: random.Random) -> tuple[s
     return "random swap", "".join(sentences)
 
 
-_STATEMENT = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}|####[ \t]*([^\n]*)|answer is[: ]*\$?([^\n$]*?)\$?\.?(?:\n|$)")
+_STATEMENT = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}|####[ \t]*([^\n]*)"
+                        r"|answer is[: ]*\$?([^\n$]*?)\$?\.?(?:\n|$)")
 
 
 def literal_final(text: str) -> str | None:
