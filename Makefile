@@ -58,6 +58,7 @@ eval: setup
 	$(MATHRL) eval --config $(CONFIG) $(OVERRIDES)
 
 test: setup sandbox-deps data
+	$(PY) -m ruff check .
 	$(PYTEST) -q
 
 # The sandbox tests need bubblewrap; install it when missing and we are root with apt-get.

@@ -76,7 +76,8 @@ def _worker(rank: int, world: int, port: int, sharded: bool, args, out) -> None:
     state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
     out[(sharded, rank)] = {"params": n_params, "weights": _bytes(params),
                             "grads": _bytes(p.grad for p in params if p.grad is not None),
-                            "optim": _bytes(state), "base_rss": base_rss, "rss": _rss(), "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+                            "optim": _bytes(state), "base_rss": base_rss, "rss": _rss(),
+                            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     dist.destroy_process_group()
 
 
@@ -100,7 +101,8 @@ def main() -> None:
         mp.start_processes(_worker, args=(world, _free_port(), sharded, args, out), nprocs=world,
                            start_method="spawn", join=True)
     gib = 1 / 2**20
-    print(f"model: {out[(False, 0)]['params'] / 1e6:.1f} M parameters, float32, AdamW, {world} ranks (gloo, CPU); MiB per rank")
+    print(f"model: {out[(False, 0)]['params'] / 1e6:.1f} M parameters, float32, AdamW, {world} ranks (gloo, CPU); "
+          "MiB per rank")
     print(f"{'mode':<11}{'rank':>5}{'weights':>13}{'grads':>11}{'optim':>11}{'state':>11}"
           f"{'RSS before':>12}{'RSS after':>11}{'peak RSS':>10}")
     totals = {}
@@ -109,7 +111,8 @@ def main() -> None:
             r = out[(sharded, rank)]
             state = r["weights"] + r["grads"] + r["optim"]
             totals.setdefault(sharded, []).append(state)
-            print(f"{'fsdp' if sharded else 'replicated':<11}{rank:>5}{r['weights'] * gib:>13.1f}{r['grads'] * gib:>11.1f}"
+            print(f"{'fsdp' if sharded else 'replicated':<11}{rank:>5}{r['weights'] * gib:>13.1f}"
+                  f"{r['grads'] * gib:>11.1f}"
                   f"{r['optim'] * gib:>11.1f}{state * gib:>11.1f}{r['base_rss'] * gib:>12.0f}{r['rss'] * gib:>11.0f}"
                   f"{r['peak_rss'] * gib:>10.0f}")
     ratio = max(totals[True]) / max(totals[False])

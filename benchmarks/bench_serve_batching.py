@@ -120,7 +120,7 @@ def main() -> None:
     sides = {name: (served, *_serve(cfg, served, weights)) for name, served in
              (("one-by-one", OneByOne(engine)), ("batched", Batched(engine)))}
     rounds: dict[str, list[tuple[float, int, int]]] = {name: [] for name in sides}
-    for name, (served, _, _, url) in sides.items():
+    for _, _, _, url in sides.values():
         _round(url, *shape)  # warm-up
     for r in range(args.repeats):
         for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):

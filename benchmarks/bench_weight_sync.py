@@ -74,7 +74,8 @@ def whole_model(model, dtype, state=None):
         return [(n, t.to(dtype)) for n, t in _peft_names(model, state, _gathered_merges(model, state))]
     deltas = {name + ".base_layer.weight": sum(m.get_delta_weight(a) for a in m.active_adapters)
               for name, m in model.named_modules() if isinstance(m, LoraLayer)}
-    return [(n, t.to(dtype)) for n, t in _peft_names(model, model.state_dict(), {k: (lambda d=d: d) for k, d in deltas.items()})]
+    merges = {k: (lambda d=d: d) for k, d in deltas.items()}
+    return [(n, t.to(dtype)) for n, t in _peft_names(model, model.state_dict(), merges)]
 
 
 def _status(key: str) -> int:
@@ -208,8 +209,8 @@ def main(argv=None) -> int:
         before = run(mode, "before", 0)
         for mb in args.bucket_mb:
             after = run(mode, "after", mb)
-            print(f"| {mode} | {before['model_mib']:.0f} | {before['extra_mib']:.1f} | {mb} | {after['extra_mib']:.1f} |",
-                  flush=True)
+            print(f"| {mode} | {before['model_mib']:.0f} | {before['extra_mib']:.1f} | {mb} | "
+                  f"{after['extra_mib']:.1f} |", flush=True)
     print(json.dumps({"host": os.uname().nodename, "torch": torch.__version__}), file=sys.stderr)
     return 0
 

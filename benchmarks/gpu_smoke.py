@@ -258,7 +258,8 @@ def eval_check(work: Path, device: str, model_dir: Path) -> tuple[list[str], str
     problems = [] if code == 0 else [f"exit code {code}"]
     if summary.get("n_problems") != 20 or not 0 <= summary.get("accuracy", -1) <= 1:
         problems.append(f"summary {summary.get('n_problems')} problems, accuracy {summary.get('accuracy')}")
-    return problems, f"{summary.get('n_problems')} problems, accuracy {summary.get('accuracy', float('nan')):.3f}, {peak(device)}"
+    return problems, (f"{summary.get('n_problems')} problems, accuracy {summary.get('accuracy', float('nan')):.3f}, "
+                      f"{peak(device)}")
 
 
 def torchrun_check(work: Path, device: str, wheels: Path) -> dict:
@@ -332,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--work", default=str(ROOT / "runs" / "gpu-smoke"), help="scratch folder (emptied first)")
     parser.add_argument("--wheels", default=str(ROOT / "wheels" / "gpu-smoke"), help="carried wheels (make gpu-wheels)")
-    parser.add_argument("--download-wheels", metavar="PYVER", help="download the carried wheels for CPython PYVER (312)")
+    parser.add_argument("--download-wheels", metavar="PYVER",
+                        help="download the carried wheels for CPython PYVER (312)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

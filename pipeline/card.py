@@ -85,7 +85,8 @@ def _eval_results(cfg: RunConfig, evals: list[tuple[str, dict]]) -> list:
         if tag.endswith("before"):
             continue
         hub_id, name = _dataset(s["dataset"])
-        metrics = [("accuracy", s["accuracy"], "greedy pass@1" if s.get("greedy") else "mean accuracy (sampled pass@1)")]
+        metrics = [("accuracy", s["accuracy"],
+                    "greedy pass@1" if s.get("greedy") else "mean accuracy (sampled pass@1)")]
         if not s.get("greedy"):
             metrics += [(f"pass@{k}", v, f"pass@{k}") for k, v in s["pass@k"].items() if k != "1"]
             metrics += [(f"maj@{k}", v, f"maj@{k}") for k, v in s["maj@k"].items() if k != "1"]
@@ -123,8 +124,9 @@ def _warm_start(cfg: RunConfig) -> list[tuple[str, str]]:
     rows = []
     if "build-tiny" in cfg.stages:
         m = cfg.model
-        rows.append(("from scratch", f"`{m.tiny_dir}`: `mathrl build-tiny`, a Qwen2-architecture model, {m.tiny_layers} "
-                                     f"layers, width {m.tiny_hidden_size}, vocabulary {m.tiny_vocab_size}, random init"))
+        rows.append(("from scratch", f"`{m.tiny_dir}`: `mathrl build-tiny`, a Qwen2-architecture model, "
+                                     f"{m.tiny_layers} layers, width {m.tiny_hidden_size}, "
+                                     f"vocabulary {m.tiny_vocab_size}, random init"))
     if "sft" in cfg.stages:
         s = cfg.sft
         rows.append(("warm start", f"SFT of `{s.init}` on `{s.task}` reference solutions ({s.steps} steps, "
@@ -135,12 +137,14 @@ def _warm_start(cfg: RunConfig) -> list[tuple[str, str]]:
 
 def _settings(cfg: RunConfig) -> list[str]:
     t, r = cfg.train, cfg.rollout
-    kl = (f"beta = {t.beta:g}, {t.kl_estimator} estimator, in the {t.kl_in}" if t.beta else "beta = 0 (no reference model)")
+    kl = (f"beta = {t.beta:g}, {t.kl_estimator} estimator, in the {t.kl_in}" if t.beta
+          else "beta = 0 (no reference model)")
     lora = (f"LoRA r = {cfg.model.lora_r}, alpha = {cfg.model.lora_alpha} on {', '.join(cfg.model.lora_target_modules)}"
             if cfg.model.lora else "full fine-tune")
     rows = [*_warm_start(cfg), ("base model", f"`{cfg.model.name_or_path}`"),
             ("training data", f"`{t.task}`, train split{_counts(cfg, 'train')}"),
-            ("algorithm", f"GRPO, {t.advantage} supervision, loss `{t.loss_type}`, advantages scaled by {t.adv_scale} std"),
+            ("algorithm", f"GRPO, {t.advantage} supervision, loss `{t.loss_type}`, "
+                          f"advantages scaled by {t.adv_scale} std"),
             ("steps", f"{t.steps} x {t.questions_per_step} questions x G = {r.group_size} completions, "
                       f"{t.num_iterations} pass(es) x {t.mini_batches} mini-batch(es) per step"),
             ("optimizer", f"AdamW, lr {t.lr:g} ({t.lr_schedule}, {t.warmup_steps} warmup steps), "
@@ -227,9 +231,11 @@ def render(cfg: RunConfig, evals: list[tuple[str, dict]], command: str | None, l
               *_data_rows(cfg, evals, cfg.data.raw_dir), "",
               "The weights are under the base model's licence" + (f" (`{licence}`)." if licence else
               ": mathrl does not know it, so the front matter says `license: other`; set it before publishing."), "",
-              "## Reproduce", "", "```bash", command or "mathrl train --config mathrl_config.yaml output_dir=<new dir>", "```", "",
+              "## Reproduce", "", "```bash", command or "mathrl train --config mathrl_config.yaml output_dir=<new dir>",
+              "```", "",
               f"{_version()}. The resolved config is "
-              "[mathrl_config.yaml](mathrl_config.yaml): `mathrl train --config mathrl_config.yaml output_dir=<new dir>` "
+              "[mathrl_config.yaml](mathrl_config.yaml): "
+              "`mathrl train --config mathrl_config.yaml output_dir=<new dir>` "
               "repeats the GRPO stage with exactly these settings."]
     return "\n".join(lines) + "\n"
 

@@ -43,7 +43,8 @@ STAGES = {  # name -> help; the code is pipeline/stages/<name with _ for ->.py (
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
 EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
-GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")  # `mathrl seed-grid` options passed to its stage function
+# `mathrl seed-grid` options passed to its stage function
+GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
 READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
@@ -78,15 +79,21 @@ def _main(argv: list[str] | None) -> int:
             p.add_argument("--per-subset", type=int, default=0, help="only the first N solutions of each subset")
         if name == "plan":
             p.add_argument("--gpu-mem", type=float, default=80.0, help="memory of one GPU in GiB (default 80)")
-            p.add_argument("--ranks", type=int, default=1, help="processes of the run (torchrun ranks; FSDP shards over them)")
-            p.add_argument("--prompt-tokens", type=int, default=512, help="longest prompt of a micro-batch (default 512)")
+            p.add_argument("--ranks", type=int, default=1,
+                           help="processes of the run (torchrun ranks; FSDP shards over them)")
+            p.add_argument("--prompt-tokens", type=int, default=512,
+                           help="longest prompt of a micro-batch (default 512)")
         if name == "seed-grid":
-            p.add_argument("--sft-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated SFT seeds (default 0,1,2)")
-            p.add_argument("--grpo-seeds", type=seed_list, default=(0, 1, 2), help="comma-separated GRPO seeds (default 0,1,2)")
+            p.add_argument("--sft-seeds", type=seed_list, default=(0, 1, 2),
+                           help="comma-separated SFT seeds (default 0,1,2)")
+            p.add_argument("--grpo-seeds", type=seed_list, default=(0, 1, 2),
+                           help="comma-separated GRPO seeds (default 0,1,2)")
             p.add_argument("--warm-starts", dest="starts", type=start_list, default=seed_grid_starts(),
                            help="comma-separated: corrupted (the config's sft corruption), clean (default both)")
-            p.add_argument("--workers", type=positive_int, default=1, help="(warm start, SFT seed) lanes run at once, one process each (default 1)")
-            p.add_argument("--table-only", action="store_true", help="tabulate the finished runs of these seeds; run nothing")
+            p.add_argument("--workers", type=positive_int, default=1,
+                           help="(warm start, SFT seed) lanes run at once, one process each (default 1)")
+            p.add_argument("--table-only", action="store_true",
+                           help="tabulate the finished runs of these seeds; run nothing")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     push = sub.add_parser("push", help="upload a run's final/ (weights + model card) to the Hugging Face Hub")
     push.add_argument("run_dir", help="the run directory (holds final/)")

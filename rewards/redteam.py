@@ -97,7 +97,10 @@ def _box(v: str) -> str:
 def targeted(text: str, kind: str, gold: str, wrong: str, rng: random.Random) -> Iterator[tuple[str, str]]:
     """(family, mutated text) mutations that must all score 0 (wrong base `text` ends in W)."""
     g, w = gold, wrong
-    put = (lambda v: _with_final(text, kind, v))
+
+    def put(v):
+        return _with_final(text, kind, v)
+
     w_num = w if re.search(r"\d", w) and not re.search(r"[A-Za-z]{2,}", w) else "7"  # W = G must be false
     yield "hedge", put(f"{w} or {g}" if kind == "gsm8k" else f"{w}}} or \\boxed{{{g}")
     yield "hedge", put(f"{g} (or {w} if you count differently)")
@@ -185,14 +188,15 @@ def random_edit(text: str, gold: str, wrong: str, rng: random.Random) -> tuple[s
     return "random swap", "".join(sentences)
 
 
-_STATEMENT = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}|####[ \t]*([^\n]*)|answer is[: ]*\$?([^\n$]*?)\$?\.?(?:\n|$)")
+_STATEMENT = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}|####[ \t]*([^\n]*)"
+                        r"|answer is[: ]*\$?([^\n$]*?)\$?\.?(?:\n|$)")
 
 
 def literal_final(text: str) -> str | None:
     """A deliberately simple reading of the last answer statement (box, ####, "answer is")."""
     last = None
-    for last in _STATEMENT.finditer(text):
-        pass
+    for match in _STATEMENT.finditer(text):
+        last = match
     if last is None:
         return None
     value = next(g for g in last.groups() if g is not None)
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     t0 = time.perf_counter()
     total, hacks = collections.Counter(), collections.Counter()
     found = []
-    for kind, family, text, gold, score, hack in run(check, bases, args.per_base, args.seed):
+    for kind, family, text, gold, _score, hack in run(check, bases, args.per_base, args.seed):
         total[family] += 1
         if hack:
             hacks[family] += 1
@@ -266,7 +270,7 @@ def _families(check, bases, args) -> int:
 
     total, hacks, found, worst = collections.Counter(), collections.Counter(), [], (0.0, "")
     t0 = time.perf_counter()
-    for family, text, gold, score, hack, dt in run_families(check, bases, args.seed):
+    for family, text, gold, _score, hack, dt in run_families(check, bases, args.seed):
         total[family] += 1
         worst = max(worst, (dt, family))
         if hack:

@@ -13,7 +13,6 @@ from pipeline.stages import train as train_stage
 from pipeline import device as device_mod
 from pipeline.config import load_run_config
 from pipeline.device import DeviceError, resolve_device
-from pipeline.grpo import trainer
 from pipeline.parallel import distributed
 
 

@@ -111,7 +111,8 @@ def test_push_uploads_final_with_its_card(run_dir, monkeypatch, capsys):
     monkeypatch.setattr(huggingface_hub, "upload_folder", upload_folder)
     assert cli.main(["push", str(run_dir), "--repo", "someone/tiny-grpo", "--private"]) == 0
     assert calls["create"] == ("someone/tiny-grpo", {"private": True, "exist_ok": True, "repo_type": "model"})
-    assert calls["upload"]["folder_path"] == str(run_dir / "final") and calls["upload"]["repo_id"] == "someone/tiny-grpo"
+    assert calls["upload"]["folder_path"] == str(run_dir / "final")
+    assert calls["upload"]["repo_id"] == "someone/tiny-grpo"
     assert calls["card"].data.model_name == "carded"
     assert {"README.md", "config.json", "model.safetensors", "mathrl_config.yaml", "eval"} <= set(calls["files"])
     assert capsys.readouterr().out.strip() == "https://hub.invalid/someone/tiny-grpo/commit/1"

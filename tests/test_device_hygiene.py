@@ -133,7 +133,8 @@ class RecordedEngine(RolloutEngine):
             solution = self._problem(prompt)["solution"]
             samples = []
             for j in range(n):
-                text = solution if j % 2 == 0 else re.sub(r"\d+$", lambda m: str(int(m.group()) + 1 + j), solution)
+                text = solution if j % 2 == 0 else re.sub(r"\d+$", lambda m, j=j: str(int(m.group()) + 1 + j),
+                                                          solution)
                 ids = self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
                 reason = "length" if len(ids) > params.max_new_tokens else "stop"
                 ids = ids[:params.max_new_tokens]

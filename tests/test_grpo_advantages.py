@@ -130,7 +130,8 @@ def test_process_prm_steps_with_different_counts_hand_computed():
     _close(adv[1].tolist(), [-0.2 / s] * 4 + [0.0, 0.0])  # one point at its last token; past the end 0
     _close(adv[2].tolist(), [0.5 / s] * 3 + [0.8 / s] * 2 + [0.0])  # -0.3+0.8 up to token 2, then 0.8
     # With the default eps the same numbers over (std + eps):
-    _close(process_advantages(rewards, ends, [6, 4, 5], 3)[2].tolist(), [0.5 / (s + EPS)] * 3 + [0.8 / (s + EPS)] * 2 + [0.0])
+    _close(process_advantages(rewards, ends, [6, 4, 5], 3)[2].tolist(),
+           [0.5 / (s + EPS)] * 3 + [0.8 / (s + EPS)] * 2 + [0.0])
 
 
 def test_process_two_points_on_one_token_add_up():

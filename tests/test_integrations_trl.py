@@ -72,7 +72,8 @@ def test_format_and_steps_follow_the_library():
 def test_names_and_pickling_as_trl_uses_them():
     from trl.trainer.utils import get_callable_name
 
-    assert [get_callable_name(f) for f in (accuracy_reward, trl_format, steps_reward)] == ["accuracy", "format", "steps"]
+    names = [get_callable_name(f) for f in (accuracy_reward, trl_format, steps_reward)]
+    assert names == ["accuracy", "format", "steps"]
     copy = pickle.loads(pickle.dumps(accuracy_reward))
     assert copy(prompts=[], completions=["#### 3"], answer=["3"]) == [1.0]
     with pytest.raises(ValueError, match="unknown style"):
@@ -120,7 +121,8 @@ def test_grpo_trainer_logs_our_rewards(tiny_setup, tmp_path, conversational):
         def on_step_end(self, args, state, control, **kw):
             logs = trainer._logs  # TRL 1.16's buffer for the completions table, one generation batch
             seen.append((list(logs["prompt"]), list(logs["completion"]),
-                         {k: list(v) for k, v in logs["rewards"].items()}, {k: list(v) for k, v in logs["extra"].items()}))
+                         {k: list(v) for k, v in logs["rewards"].items()},
+                         {k: list(v) for k, v in logs["extra"].items()}))
 
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=16, num_generations=4,
                       max_completion_length=10, max_steps=2, learning_rate=1e-3, logging_steps=1, report_to="none",

@@ -70,8 +70,9 @@ def test_mathrl_names_a_record_without_an_answer_before_any_model_loads(tmp_path
 
 
 def test_a_test_only_dataset_to_train_on_is_one_line_before_any_model_loads(tmp_path):
-    out = subprocess.run([sys.executable, "-c", PROBE, "train", "train.task=gsm8k+math500", f"output_dir={tmp_path}/runs",
-                          f"data.prepared_dir={tmp_path}/p"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", PROBE, "train", "train.task=gsm8k+math500",
+                          f"output_dir={tmp_path}/runs", f"data.prepared_dir={tmp_path}/p"],
+                         capture_output=True, text=True, timeout=120)
     assert out.stdout.split()[-4:] == ["exit", "1", "False", "False"], out.stdout + out.stderr
     assert out.stderr.strip().count("\n") == 0 and "train.task=gsm8k+math500: math500 has no train split" in out.stderr
     assert not (tmp_path / "p").exists()  # stopped before preparing anything

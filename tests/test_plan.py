@@ -257,7 +257,8 @@ def test_lora_count_equals_peft(tiny_setup):
     cfg = _cfg(tiny_setup, "model.lora=true", "model.lora_r=4", "model.lora_target_modules=[q_proj,down_proj]")
     policy, _, _ = build_policy(cfg, None)
     shape = shape_from_config(load_config(cfg.model.name_or_path)[0])
-    assert sum(p.numel() for p in policy.parameters() if p.requires_grad) == shape.lora_params(4, ("q_proj", "down_proj"))
+    trainable = sum(p.numel() for p in policy.parameters() if p.requires_grad)
+    assert trainable == shape.lora_params(4, ("q_proj", "down_proj"))
 
 
 @pytest.mark.parametrize("config", GPU_CONFIGS)
@@ -294,8 +295,8 @@ def test_docs_state_table_is_the_planners():
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "fsdp.md").read_text()
-    rows = re.findall(r"^\| `(\w[\w.]*\.yaml)` \([^)]*\) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
-                      doc, re.M)
+    rows = re.findall(r"^\| `(\w[\w.]*\.yaml)` \([^)]*\) "
+                      r"\| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", doc, re.M)
     assert len(rows) == 3
     for name, *numbers in rows:
         cfg = load_run_config(f"configs/{name}", ["model.lora=false"])

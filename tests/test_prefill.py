@@ -10,7 +10,8 @@ from pipeline.rollout.base import SamplingParams
 from pipeline.rollout.hf_engine import HFEngine
 from tests.test_trainer import run_cfg
 
-PROMPTS = ["user\nWhat is 3 plus 4?\nassistant\n", "user\nTom has 12 apples and eats 5. How many are left?\nassistant\n",
+PROMPTS = ["user\nWhat is 3 plus 4?\nassistant\n",
+           "user\nTom has 12 apples and eats 5. How many are left?\nassistant\n",
            "user\n7 * 8 = ?\nassistant\n"]
 
 

@@ -192,7 +192,8 @@ def test_prm_step_rewards_by_hand_and_their_advantages(scorer, tiny_setup):
     adv = process_advantages([ep.step_rewards for ep in eps], [ep.step_ends for ep in eps], lengths, 3, eps=0.0)
     for i, ep in enumerate(eps):
         for t in range(max(lengths)):
-            want = sum((r - mean) / std for r, e in zip(ep.step_rewards, ep.step_ends) if e >= t) if t < lengths[i] else 0.0
+            want = (sum((r - mean) / std for r, e in zip(ep.step_rewards, ep.step_ends) if e >= t)
+                    if t < lengths[i] else 0.0)
             assert adv[i, t].item() == pytest.approx(want, abs=1e-5)
 
 

@@ -125,7 +125,8 @@ def _fixed_batch(cfg, state, groups: int = 4) -> Batch:
     eps = []
     for q in range(groups):
         for j in range(g):
-            n_prompt, n_comp = int(torch.randint(3, 7, (1,), generator=gen)), int(torch.randint(2, 9, (1,), generator=gen))
+            n_prompt, n_comp = (int(torch.randint(3, 7, (1,), generator=gen)),
+                                int(torch.randint(2, 9, (1,), generator=gen)))
             ep = _episode(q, "", "stop", sample=j)
             ep.prompt_ids = torch.randint(5, 100, (n_prompt,), generator=gen).tolist()
             ep.completion_ids = torch.randint(5, 100, (n_comp,), generator=gen).tolist()
@@ -144,8 +145,8 @@ def _rows(batch: Batch, rows: list[int]) -> Batch:
     packed = Packed(p.input_ids[rows], p.attention_mask[rows], p.position_ids[rows], p.completion_mask[rows],
                     p.prompt_width)
     cut = lambda t: None if t is None else t[rows]  # noqa: E731
-    return Batch([batch.episodes[i] for i in rows], packed, batch.advantages[rows], cut(batch.old_logp), cut(batch.ref_logp),
-                 None, 0.0, {})
+    return Batch([batch.episodes[i] for i in rows], packed, batch.advantages[rows], cut(batch.old_logp),
+                 cut(batch.ref_logp), None, 0.0, {})
 
 
 def _weights(model) -> list[torch.Tensor]:

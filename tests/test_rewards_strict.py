@@ -1,5 +1,6 @@
 """The strict answer policy (issue 31): pay only one final statement whose content parses
-completely in the closed grammar (rewards/equivalence/grammar, rewards/outcome/strict.py), under one deadline per completion."""
+completely in the closed grammar (rewards/equivalence/grammar, rewards/outcome/strict.py), under
+one deadline per completion."""
 
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ RIGHT = [
     ("So $\\boxed{\\text{East}}$.", "\\text{east}"),
     ("So $\\boxed{2\\frac{1}{2}}$.", "\\frac52"),
     ("So $\\boxed{52_8}$.", "52_8"),
-    ("So $\\boxed{\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}}$.", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"),
+    ("So $\\boxed{\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}}$.",
+     "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"),
     ("So the answer is $\\boxed{18}$. This is the final answer.", "18"),
     ("The answer is $\\boxed{18}$.<|im_end|>", "18"),
     ("$\\boxed{x+11}$ or $\\boxed{11+x}$", "x + 11"),

@@ -93,7 +93,8 @@ def test_the_command_passes_the_chosen_seeds(monkeypatch, capsys):
 def test_lanes_pick_the_chosen_warm_starts(tiny_setup):
     cfg = load_run_config(None, [*tiny_setup[0], "sft.corrupt_frac=0.5", "sft.corrupt_mode=carry", "name=g"])
     both = seed_grid.lanes(cfg, (0, 1), ("corrupted", "clean"))
-    assert [(start, seed) for start, seed, _ in both] == [("carry 0.5", 0), ("carry 0.5", 1), ("clean", 0), ("clean", 1)]
+    assert [(start, seed) for start, seed, _ in both] == [("carry 0.5", 0), ("carry 0.5", 1),
+                                                          ("clean", 0), ("clean", 1)]
     assert [(s, c.sft.corrupt_frac) for s, _, c in seed_grid.lanes(cfg, (1,), ("clean",))] == [("clean", 0.0)]
     assert [s for s, _, _ in seed_grid.lanes(cfg, (1,), ("corrupted",))] == ["carry 0.5"]
     clean_cfg = load_run_config(None, [*tiny_setup[0], "sft.corrupt_frac=0", "name=g"])

@@ -31,7 +31,8 @@ def test_the_reported_accuracy_is_the_evals_number(tiny_setup, tmp_path, capsys)
     problems = load_problems(cfg.data.prepared_dir, "gsm-synth", "test", limit=4)
     counts = Counter(str(num_steps(p)) for p in problems)
     assert set(report["by_steps"]) == set(counts)  # by steps: the same problems, weighted back to the total
-    assert sum(counts[k] * acc for k, acc in report["by_steps"].items()) / 4 == pytest.approx(report["accuracy"], abs=1e-3)
+    weighted = sum(counts[k] * acc for k, acc in report["by_steps"].items()) / 4
+    assert weighted == pytest.approx(report["accuracy"], abs=1e-3)
     printed = capsys.readouterr().out
     assert "with the evals harness" in printed and "the first 4 test problems of gsm-synth" in printed
     assert "greedy accuracy on 4 test problems" in printed

@@ -139,8 +139,9 @@ def check_model(m) -> None:
     hidden, heads, kv = m.tiny_hidden_size, m.tiny_heads, m.tiny_kv_heads
     if heads < 1 or kv < 1 or hidden % heads or heads % kv or hidden // heads < 32:
         # head_dim >= 32: vLLM's CPU attention backend refuses smaller heads
-        raise ConfigError(f"need model.tiny_hidden_size % model.tiny_heads == 0, model.tiny_heads % model.tiny_kv_heads "
-                          f"== 0 and head_dim = hidden / heads >= 32; got hidden={hidden} heads={heads} kv_heads={kv}")
+        raise ConfigError(f"need model.tiny_hidden_size % model.tiny_heads == 0, "
+                          f"model.tiny_heads % model.tiny_kv_heads == 0 and head_dim = hidden / heads >= 32; "
+                          f"got hidden={hidden} heads={heads} kv_heads={kv}")
 
 
 def check_prompt(p) -> None:
@@ -259,7 +260,8 @@ def check_train(t) -> None:
     if t.retire_epochs < 0 or not 0 < t.unsolved_keep <= 1:
         raise ConfigError(f"train.retire_epochs must be >= 0 and train.unsolved_keep in (0, 1]; got "
                           f"{t.retire_epochs} and {t.unsolved_keep}")
-    small = [k for k in ("micro_batch_size", "questions_per_step", "num_iterations", "mini_batches") if getattr(t, k) < 1]
+    small = [k for k in ("micro_batch_size", "questions_per_step", "num_iterations", "mini_batches")
+             if getattr(t, k) < 1]
     if small:
         raise ConfigError(f"train.{small[0]} must be >= 1, got {getattr(t, small[0])}")
 

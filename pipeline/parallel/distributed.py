@@ -9,7 +9,8 @@ reference, and mu > 1 needs accumulation without sync; one all-reduce per optimi
 simpler and has no hooks to fight with, at the cost of not overlapping communication with the
 backward pass). The loss is scaled with GLOBAL counts (``policy_loss``'s ``num_rows`` and
 ``num_tokens``: rows for grpo / dr_grpo / bnpo, tokens for dapo), so the summed gradient equals
-the one a single process computes on the whole batch. Rank 0 alone writes metrics, samples, checkpoints and the final model.
+the one a single process computes on the whole batch. Rank 0 alone writes metrics, samples,
+checkpoints and the final model.
 
 Sampling under more than one rank is seeded per block of ``rollout.seed_block`` questions (1 by
 default) from (seed, draw index of the block's first question in the run), so which rank

@@ -7,8 +7,9 @@ settings (``RunShape``, from the run config). Output: a ``Plan`` of byte counts.
 What lives where, following the trainer's code (``pipeline/grpo``):
 - Training state, resident all run: the policy's parameters in the master dtype (full fine-tuning
   with ``train.master_dtype=float32`` keeps float32 parameters and runs the forwards under bf16
-  autocast: there is no separate bf16 copy at rest); their gradients, during the update only (``zero_grad(set_to_none=True)`` right after each
-  optimizer step frees them, so they do not sit through the rollout);
+  autocast: there is no separate bf16 copy at rest); their gradients, during the update only
+  (``zero_grad(set_to_none=True)`` right after each optimizer step frees them, so they do not sit
+  through the rollout);
   AdamW's two moments in the parameters' dtype; the full-FT reference copy when ``train.beta`` > 0
   (same dtype as the policy; under LoRA the reference is the adapter-disabled base: no copy). LoRA:
   the frozen base in ``model.dtype``, the adapter in float32 (peft), gradients and moments for the
@@ -180,11 +181,13 @@ def training_state(shape: ModelShape, run: RunShape) -> list[Item]:
     if run.lora_rank:
         a = shape.lora_params(run.lora_rank, run.lora_targets)
         return [
-            Item("policy weights (frozen base)", p * run.model_bytes / n, STEADY, f"{p:,} x {run.model_bytes} B{split}"),
+            Item("policy weights (frozen base)", p * run.model_bytes / n, STEADY,
+                 f"{p:,} x {run.model_bytes} B{split}"),
             Item("LoRA adapter (float32)", a * 4 / n, STEADY, f"{a:,} x 4 B{split}"),
             Item("gradients (adapter, float32)", a * 4 / n, ("update",), "freed after each optimizer step"),
             Item("AdamW moments (adapter)", 2 * a * 4 / n, STEADY, "exp_avg + exp_avg_sq"),
-            Item("reference model", 0, STEADY, "none: the adapter-disabled base" if run.reference else "none: beta = 0"),
+            Item("reference model", 0, STEADY,
+                 "none: the adapter-disabled base" if run.reference else "none: beta = 0"),
         ]
     w = run.master_bytes
     dtype = "float32 master" if run.mixed else f"{w} B"
@@ -251,12 +254,14 @@ def rollout_items(shape: ModelShape, run: RunShape, gpu_bytes: float) -> tuple[l
         share = run.gpu_memory_utilization * gpu_bytes
         weights = p * run.model_bytes
         kv = max(0.0, share - weights)
-        vllm = {"share": share, "weights": weights, "kv_cache": kv, "tokens": kv / kv_token, "sequences": kv / kv_token / seq}
+        vllm = {"share": share, "weights": weights, "kv_cache": kv, "tokens": kv / kv_token,
+                "sequences": kv / kv_token / seq}
         items.append(Item(f"vLLM engine ({run.gpu_memory_utilization:g} x GPU)", share,
                           ("rollout",) if run.sleep_mode else STEADY,
                           "weights + KV cache; " + ("sleeps outside generate" if run.sleep_mode else "held all run")))
         if run.sleep_mode:
-            items.append(Item("vLLM weights woken for the sync", weights, ("sync",), "sleep mode: KV cache stays freed"))
+            items.append(Item("vLLM weights woken for the sync", weights, ("sync",),
+                              "sleep mode: KV cache stays freed"))
     elif run.engine == "hf":
         items.append(Item("HF generate KV cache", run.hf_batch * seq * kv_token, ("rollout",),
                           f"{run.hf_batch} sequences x {seq} tokens x {kv_token:,} B"))

@@ -6,8 +6,7 @@ the peak of each phase of a step and whether the peak fits the GPU.
 from __future__ import annotations
 
 from pipeline.config import RunConfig
-from pipeline.plan.memory import GIB, Plan, RunShape, estimate, vllm_startup_free
-from pipeline.plan.shapes import load_config, shape_from_config
+from pipeline.plan.memory import GIB, Plan, RunShape, vllm_startup_free
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TIGHT = 0.10  # headroom below this fraction of the GPU is reported as tight
@@ -28,11 +27,13 @@ def run_shape(cfg: RunConfig, ranks: int = 1, prompt_tokens: int = 512) -> RunSh
 
 def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> list[str]:
     gib = plan.gpu_bytes / GIB
+    trained = ("LoRA r=" + str(run.lora_rank) + " (" + format(plan.trainable, ",") + " parameters)"
+               if run.lora_rank else "all weights")
     lines = [
         f"model {cfg.model.name_or_path}: {plan.params:,} parameters ({shape.num_layers} layers, hidden "
         f"{shape.hidden_size}, MLP {shape.intermediate_size}, vocab {shape.vocab_size:,}, "
         f"{'tied' if shape.tie_embeddings else 'untied'} embeddings; from {source})",
-        f"training {'LoRA r=' + str(run.lora_rank) + ' (' + format(plan.trainable, ',') + ' parameters)' if run.lora_rank else 'all weights'}"
+        f"training {trained}"
         f", model.dtype {cfg.model.dtype}, master {cfg.train.master_dtype}, {run.ranks} rank(s)"
         f"{', FSDP' if run.shards > 1 else ''}, micro-batch {run.micro_batch}, prompts <= {run.prompt_tokens} tokens "
         f"(--prompt-tokens), completions <= {run.completion_tokens}",
@@ -40,13 +41,16 @@ def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> lis
         f"{'component':<42} {'GiB':>8}  phases / note",
     ]
     for item in plan.items:
-        when = "every step" if set(item.phases) >= {"rollout", "sync", "log-probs", "update"} else ", ".join(item.phases)
+        when = ("every step" if set(item.phases) >= {"rollout", "sync", "log-probs", "update"}
+                else ", ".join(item.phases))
         lines.append(f"{item.name:<42} {item.bytes / GIB:>8.2f}  {when}; {item.note}")
     if plan.vllm:
         v = plan.vllm
-        lines.append(f"  vLLM share: weights {v['weights'] / GIB:.2f} GiB, KV cache at most {v['kv_cache'] / GIB:.2f} GiB "
-                     f"= {v['tokens']:,.0f} tokens = {v['sequences']:,.0f} sequences of {run.prompt_tokens + run.completion_tokens} "
-                     f"tokens at once (a step samples {cfg.train.questions_per_step // max(run.ranks, 1) * cfg.rollout.group_size} per rank)")
+        lines.append(f"  vLLM share: weights {v['weights'] / GIB:.2f} GiB, "
+                     f"KV cache at most {v['kv_cache'] / GIB:.2f} GiB "
+                     f"= {v['tokens']:,.0f} tokens = {v['sequences']:,.0f} sequences of "
+                     f"{run.prompt_tokens + run.completion_tokens} tokens at once (a step samples "
+                     f"{cfg.train.questions_per_step // max(run.ranks, 1) * cfg.rollout.group_size} per rank)")
     lines.append("")
     lines.append("phase peaks (GiB): " + ", ".join(f"{k} {b / GIB:.1f}" for k, b in plan.peaks().items()))
     headroom = plan.gpu_bytes - plan.peak

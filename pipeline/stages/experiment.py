@@ -170,7 +170,8 @@ def write_table(summary: dict, cfg: RunConfig, seeds: list[int], path: Path, sig
              f"accuracy = mean over {cfg.eval.n_samples} sample(s) per problem at temperature {cfg.eval.temperature:g} "
              f"on {cfg.train.eval_limit} test problems; seeds {seeds}, {cfg.train.steps} steps x "
              f"{cfg.train.questions_per_step} questions x G = {cfg.rollout.group_size}.", "",
-             "| supervision | final accuracy (mean ± std) | 95% CI of the mean | per seed | steps to threshold (mean curve) | per seed |",
+             "| supervision | final accuracy (mean ± std) | 95% CI of the mean | per seed "
+             "| steps to threshold (mean curve) | per seed |",
              "|---|---|---|---|---|---|"]
     reach = summary.get("steps_to_threshold", {})
     for mode, res in summary["modes"].items():

@@ -239,7 +239,8 @@ class WeightGroup:
                 name, t = next(stream, (None, None))
                 if t is None or Spec.of(name, t) != specs[i]:
                     got = "the end of the stream" if t is None else Spec.of(name, t)
-                    raise ValueError(f"weight stream out of step with its announced specs: {got} where {specs[i]} was due")
+                    raise ValueError(f"weight stream out of step with its announced specs: {got} where "
+                                     f"{specs[i]} was due")
                 t = t.detach().contiguous()
                 n = specs[i].nbytes
                 if n:
@@ -248,7 +249,8 @@ class WeightGroup:
             self._broadcast(buf, f"sending weight bucket {b}")
 
     def receive(self, specs: list[Spec], bucket_bytes: int = BUCKET_BYTES,
-                out_device: torch.device | str = "cpu", deadline: float | None = None) -> list[tuple[str, torch.Tensor]]:
+                out_device: torch.device | str = "cpu",
+                deadline: float | None = None) -> list[tuple[str, torch.Tensor]]:
         """Rank 1: the tensors rank 0 sends for ``specs``, bit-exact, on ``out_device``; all of
         them by ``deadline`` (``time.monotonic()``), if given, besides the per-bucket timeout."""
         out: list[tuple[str, torch.Tensor]] = []

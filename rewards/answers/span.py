@@ -30,7 +30,8 @@ _TOKEN = re.compile(r"""
  (?P<env>\$\$[^$]{1,1500}\$\$|\\\[.{1,1500}?\\\]|\\\(.{1,800}?\\\)|(?<![\\\d])\$[^$\n]{1,500}\$(?!\d))
 |(?P<time>\b\d{1,2}:[0-5]\d(?:\s*[ap]\.?\s?m\.?)?(?![\d:]))
 |(?P<num>[$€£]?\d[\d,]*(?:\.\d+)?(?:\s*(?:\\%|%))?|[$€£]?\.\d+)
-|(?P<cmd>\\(?:text|mathrm|textbf|mbox|textit|operatorname)\s*\{[^{}\n]{0,200}\}|\\(?:begin|end)\{[A-Za-z*]{1,20}\}|\\[A-Za-z]+|\\[{}%$,!; ])
+|(?P<cmd>\\(?:text|mathrm|textbf|mbox|textit|operatorname)\s*\{[^{}\n]{0,200}\}
+   |\\(?:begin|end)\{[A-Za-z*]{1,20}\}|\\[A-Za-z]+|\\[{}%$,!; ])
 |(?P<word>[A-Za-z]+['’][a-z]+|[A-Za-z]{2,})
 |(?P<letter>[A-Za-z])
 |(?P<ws>\s+|\*\*|__)

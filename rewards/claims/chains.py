@@ -197,7 +197,7 @@ class _Builder:
         if tok.text.startswith(VAR):  # written in math mode
             self.add(Tok("var", tok.text[1:], tok.glued), i)
             return i + 1
-        w, lw = tok.text, tok.text.lower()
+        lw = tok.text.lower()
         if lw in _FUNCS:
             self.add(Tok("op" if lw != "pi" else "num", lw, tok.glued), i)
             return i + 1
@@ -260,11 +260,16 @@ class _Builder:
         glued_num = tok.glued and prev is not None and prev.kind == "num"
         if glued_num:  # 5apples, 12cm are units; 3.01B, 2ab, 5xyz are variables
             return not (len(tok.text) >= 4 or tok.text in _GLUED_UNITS)
-        near_op = lambda t: t is not None and (t.kind == "rel" or (t.kind == "op" and t.text != "%"))
+
+        def near_op(t):
+            return t is not None and (t.kind == "rel" or (t.kind == "op" and t.text != "%"))
+
         if "_" in tok.text or tok.text[-1].isdigit():
             return True  # a_3, A1: a subscripted name
         if len(tok.text) == 1 and tok.text not in "aAI":
-            beside = lambda t: t is not None and (t.kind == "num" or t.text.lower() in _FUNCS)
+            def beside(t):
+                return t is not None and (t.kind == "num" or t.text.lower() in _FUNCS)
+
             return near_op(prev) or near_op(nxt) or beside(prev) or beside(nxt)
         if 2 <= len(tok.text) <= 4 and tok.text.isupper() and tok.text.isalpha():
             return True  # AB, QD, HP: segments and points
@@ -338,7 +343,10 @@ def _to_chain(run: list[Tok], toks: list[Tok], start: int, end: int) -> Chain:
             after.append(t.text.lower())
     gated = bool(before) and (before[-1] in _GATE_WORDS or
                               before[-1] == "of" and len(before) > 1 and before[-2] in _PART_WORDS)
-    comma = lambda k: 0 <= k < len(toks) and toks[k].text == ","
+
+    def comma(k):
+        return 0 <= k < len(toks) and toks[k].text == ","
+
     listed = comma(start - 1) and comma(end)
     if start >= 2 and toks[start - 1].kind == "word" and toks[start - 2].text not in "(=" and \
             (toks[start - 2].kind == "num" or toks[start - 2].text == ")"):

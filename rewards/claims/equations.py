@@ -139,8 +139,13 @@ def _joined(toks, a_end: int, b_first: int) -> bool:
 def _solved(ch) -> bool:
     """`x = 3`, `x = -7/2`: a variable alone on one side, a number on the other."""
     left, right = ch.sides
-    lone = lambda side: len(side) == 1 and side[0].kind == "var"
-    plain = lambda side: side and not any(t.kind in ("var", "junk") for t in side)
+
+    def lone(side):
+        return len(side) == 1 and side[0].kind == "var"
+
+    def plain(side):
+        return side and not any(t.kind in ("var", "junk") for t in side)
+
     return (lone(left) and plain(right)) or (lone(right) and plain(left))
 
 
@@ -175,9 +180,11 @@ def _equations(chains):
     """(chain, variable names) of each plain equation lhs = rhs with variables."""
     from rewards.claims.sides import symbolic, variable_names
 
+    def plain(s):
+        return s and not any(t.kind in ("junk", "var") for t in s)
+
     out = []
     for ch in chains:
-        plain = lambda s: s and not any(t.kind in ("junk", "var") for t in s)
         if ch.rels != ["="] or not all(symbolic(s) or plain(s) for s in ch.sides):
             continue
         names = variable_names(ch.sides[0]) | variable_names(ch.sides[1])

@@ -1,6 +1,6 @@
 """Rewrite the LaTeX and unicode math in a solution step into plain text the claim finder reads.
 
-    rewrite(r"so \(\frac{3}{4}\cdot 8 = 6\) cups")  ->  "so  ((3)/(4))* 8 = 6  cups"
+    rewrite(r"so \\(\\frac{3}{4}\\cdot 8 = 6\\) cups")  ->  "so  ((3)/(4))* 8 = 6  cups"
 
 What comes out: arithmetic in `rewards.claims.arith` syntax (`((a)/(b))`, `sqrt(a)`, `binom(n,k)`,
 `^(...)`, `pi`), `=` and `≈` as the only relations, `;` for every other relation or arrow

@@ -24,7 +24,7 @@ _NAME_COMMANDS = {
     "\\tilde", "\\text", "\\mathrm", "\\operatorname", "\\sin", "\\cos", "\\tan", "\\sec",
     "\\csc", "\\cot", "\\log", "\\ln", "\\measuredangle", "\\widehat", "\\mathbf", "\\boldsymbol",
     "\\|", "\\lvert", "\\rvert", "\\lVert", "\\rVert", "\\prime", "\\arcsin", "\\arccos", "\\arctan",
-    "\\det", "\\max", "\\min", "\\gcd", "\\operatorname"}
+    "\\det", "\\max", "\\min", "\\gcd"}
 _NOT_NAME_WORDS = {"not", "no", "never", "or", "maybe", "perhaps", "possibly", "probably", "approx",
                    "approximately", "about", "least", "most", "than", "more", "less", "minus", "plus",
                    "wrong", "false", "isnt", "ne", "neq", "le", "ge", "leq", "geq", "lt", "gt", "sim"}
@@ -47,7 +47,7 @@ def is_name(s: str) -> bool:
         return len(parts) > 1 and all(is_name(p) for p in parts)
     depth = 0
     prev = ""
-    for i, c in enumerate(s):
+    for c in s:
         if c in "([{":
             if c == "(" and not (prev.isalpha() or prev in ")}'"):
                 return False  # "(x+1)" is an expression; "f(x)" names a value

@@ -38,7 +38,8 @@ _SPACES = ("\\,", "\\;", "\\:", "\\quad", "\\qquad", "~", "\\enspace", "\\thinsp
 _BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")
 _REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"), ("\\mbox", "\\text"),
             ("\\textbf", "\\text"), ("\\mathrm", "\\text"), ("\\textrm", "\\text"),
-            ("\\textit", "\\text"), ("\\textnormal", "\\text"), ("\\textsf", "\\text"), ("\\mathit", "\\text"), ("\\emph", "\\text"),
+            ("\\textit", "\\text"), ("\\textnormal", "\\text"), ("\\textsf", "\\text"), ("\\mathit", "\\text"),
+            ("\\emph", "\\text"),
             ("\\mathbf", "\\text"), ("{,}", ","), ("\\dagger", ""), ("\\$", ""),
             ("\\degree", "^\\circ"), ("^{\\circ}", "^\\circ"), ("°", "^\\circ"),
             ("\\infinity", "\\infty"), ("∞", "\\infty"), ("\\le ", "\\leq "), ("\\ge ", "\\geq "),
@@ -78,8 +79,9 @@ _CHOICE_LABEL = re.compile(r"^\\text\{\(([A-E])\)\}")  # AMC style "\\textbf{(B)
 _CHOICE_VALUE = re.compile(r"(?:[\d.,{}^/+\-*()\[\]]|\\(?:d?frac|sqrt|pi|cdot|times|\$|[,;!]|circ|%)(?![A-Za-z]))*")
 _NUMBER_WORDS = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
                  "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "hundredth", "tenth", "th"}
-_UNIT_STOP = AFTER_BAD | COMPARISON | _NUMBER_WORDS | {"up", "down", "is", "are", "was", "were", "the", "answer", "and", "it", "this",
-                          "that", "be", "a", "an", "of", "so", "then", "equals", "equal", "what"}
+_UNIT_STOP = AFTER_BAD | COMPARISON | _NUMBER_WORDS | {"up", "down", "is", "are", "was", "were", "the", "answer",
+                                                      "and", "it", "this", "that", "be", "a", "an", "of", "so",
+                                                      "then", "equals", "equal", "what"}
 
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
 _SCI = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:e|E|\\times10\^|\*10\^|\\cdot10\^)\{?([+-]?\d+)\}?$")
@@ -193,7 +195,8 @@ def _strip_unit(s: str) -> str:
         return s
     value, unit = s[:m.start() + len(s) - len(tail)].rstrip(), m.group()
     words = re.findall(r"[A-Za-z]+", _TEXT.sub(r" \1 ", unit))
-    if not words or len(words) > 4 or not re.search(r"\d", value) or re.search(r"(?:^|[^\\A-Za-z])[A-Za-z]{2,}$", value):
+    if (not words or len(words) > 4 or not re.search(r"\d", value)
+            or re.search(r"(?:^|[^\\A-Za-z])[A-Za-z]{2,}$", value)):
         return s
     if {w.lower() for w in words} & _UNIT_STOP or re.fullmatch(r"[ap]\.?\s*m\.?", " ".join(words).lower()):
         return s

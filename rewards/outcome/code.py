@@ -25,8 +25,8 @@ Runner = Callable[[str], Any]
 def last_code_block(completion: str) -> str | None:
     """The body of the last fenced code block, or None."""
     last = None
-    for last in _FENCE.finditer(completion):
-        pass
+    for match in _FENCE.finditer(completion):
+        last = match
     return last.group(1) if last is not None else None
 
 

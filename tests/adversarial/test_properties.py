@@ -24,7 +24,8 @@ def _frac(a: int, b: int) -> str:
 
 integers = st.integers(2, 10**6).map(str)  # not 1: 1^2 is 1
 fractions = st.tuples(st.integers(1, 500), st.integers(2, 500)).filter(lambda t: gcd(*t) == 1).map(lambda t: _frac(*t))
-radicals = st.tuples(st.integers(2, 40), st.sampled_from([2, 3, 5, 6, 7, 10, 11])).map(lambda t: f"{t[0]}\\sqrt{{{t[1]}}}")
+radicals = st.tuples(st.integers(2, 40), st.sampled_from([2, 3, 5, 6, 7, 10, 11])).map(
+    lambda t: f"{t[0]}\\sqrt{{{t[1]}}}")
 words = st.sampled_from(["\\text{east}", "\\text{even}", "\\text{Monday}", "\\text{parabola}", "\\text{yes}",
                          "\\text{Evelyn}", "\\text{circle}"])
 

@@ -32,11 +32,13 @@ class Tok:
     space: bool = False  # whitespace (or LaTeX spacing) right before it
 
 
-_NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
+_NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?"
+                     r"|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
 _PLAIN = re.compile(r"\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
 _DIGIT_RUN = re.compile(r"\d+(?:,\d+)+", re.A)
 _THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+", re.A)
-_SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])"
+                      r"|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
 _TEXTCMD = re.compile(r"\\(?:text|textrm|mathrm|textbf|mathbf|mbox|textnormal)\s*\{([^{}\\]{0,80})\}")
 _CMD = re.compile(r"\\[A-Za-z]+")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree(?![A-Za-z])")
