@@ -100,6 +100,8 @@ BAD: dict[str, str | list[str]] = {
     "rollout.server_max_body_mb": "-1",
     "rollout.server_read_timeout_s": "0",
     "rollout.server_max_connections": "0",
+    "rollout.server_max_unauth_connections": "0",
+    "rollout.server_auth_timeout_s": "0",
     "rollout.server_batch_window_s": "5",
     "rollout.server_weight_backend": "mpi",
     "rollout.seed_block": "-1",
