@@ -4,10 +4,11 @@ GRPOTrainer, same run.
 Both trainers get the same locally built tiny Qwen2 model, the same gsm-synth questions in the
 same order (our QuestionSampler's order; TRL with shuffle_dataset=False), the same prompt strings
 (pipeline.prompts.build_prompt), G, micro-batch, max completion length, sampling (temperature 1,
-no top-p/top-k), reward (`tests.helpers.digit_fraction` with weight 1 plus the `correct` checker
-with weight 0, which our trainer always scores and logs), beta = 0.04 with a frozen reference
-copy, `grpo` loss aggregation, clip 0.2, mu = 1, AdamW (betas 0.9/0.99, constant lr, grad clip
-1.0), fp32, CPU, HF `generate` for rollout (no vLLM), one optimizer step per rollout batch.
+no top-p/top-k), reward (`--reward`, default `tests.helpers.digit_fraction`, with weight 1 plus the
+`correct` checker with weight 0, which our trainer always scores and logs), beta (`--beta`, default
+0.04, with a frozen reference copy), `grpo` loss aggregation, clip 0.2, mu = 1, AdamW (betas
+0.9/0.99, constant lr, grad clip 1.0), fp32, CPU, HF `generate` for rollout (no vLLM), one
+optimizer step per rollout batch.
 TRL runs with logging, saving and gradient checkpointing off (its GRPOConfig turns the latter and
 bf16 on by default); ours with `train.save_every=0` (the one save after the last step is outside
 the timed window) and its always-on metrics.jsonl / samples.jsonl writes inside it.
@@ -26,6 +27,9 @@ Each trainer runs in its own child process (`--child ours|pipelined|trl`). Measu
   during it, so it would flatter that trainer); model loading and setup happen before step 1 and are not counted.
   Hooks: ours wraps the batch source's `take` (loop start) and `RunLog.log` (step end); TRL uses a
   TrainerCallback (on_step_begin / on_step_end).
+- CPU seconds per step: the CPU time of the child and of its live and reaped descendants (the
+  pipelined trainer's generate worker) over the same intervals: what the step computed, far less
+  inflated than wall time when other work shares the machine. Ratios are printed on both.
 - peak RSS of the whole child (os.wait4's ru_maxrss): what a user sees, imports included.
 - loop peak: the peak RSS reached during the training steps minus the RSS just before step 1
   (the kernel's high-water mark is reset there via /proc/self/clear_refs), i.e. the memory the
@@ -42,12 +46,19 @@ streams differ.
 Each child runs torch with one thread by default (`--threads`): on a shared 2-core machine two
 OpenMP threads per process stall at every barrier when another process holds a core, which made
 steps up to 10x slower and far noisier in trials. Repeats alternate which trainer runs first.
-The "fastest" row (each side's quickest timed step) is the least load-sensitive estimate.
+The "fastest" row (each side's quickest timed step) is the least load-sensitive wall-time estimate.
 
-Usage: python benchmarks/bench_trainer.py [--size tiny|default|small|all] [--steps 4] [--repeats 2]
+Variants (`--variant NAME=KEY=VALUE[,KEY=VALUE...]`, repeatable) run our synchronous trainer again in
+the same run with those config overrides, e.g. `skip=train.skip_zero_advantage=true` or
+`shared=train.forward_layout=shared_prompt`; each gets its own column (ratios over TRL) and a row of
+its s/step and CPU s/step over sync's. `--beta 0` and `--reward tests.helpers:digit_fraction_odd_gold`
+(0 on even-answer problems: about half the groups flat) give the zero-advantage groups that skipping
+saves; the report adds a skipped_frac row when any run skipped rows.
+
+Usage: python benchmarks/bench_trainer.py [--size tiny|default|small|all] [--steps 5] [--repeats 2]
        [--kinds ours pipelined trl]
        [--questions 4] [--group 4] [--max-new-tokens 32] [--micro-batch 8] [--threads 1]
-       [--workdir DIR]
+       [--workdir DIR] [--beta 0.04] [--reward module:fn] [--variant NAME=OVERRIDES ...]
 The default (tiny model, 5 steps, 2 repeats) takes about 2-3 minutes on 2 busy CPU cores;
 `--size all --steps 6 --repeats 3` about 6-10 minutes. Results: docs/bench_trainer.md.
 """
@@ -87,8 +98,8 @@ def run_overrides(a, workdir: Path, size: str) -> list[str]:
     return [*base_overrides(workdir, size), f"name=bench_{size}", "train.resume=never", "train.save_every=0",
             f"train.steps={a.steps}", f"train.questions_per_step={a.questions}", f"rollout.group_size={a.group}",
             f"rollout.max_new_tokens={a.max_new_tokens}", f"train.micro_batch_size={a.micro_batch}",
-            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", "train.beta=0.04",
-            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{REWARD}: 1.0}}"]
+            f"rollout.batch_size={a.questions * a.group}", "train.lr=1e-5", f"train.beta={a.beta}",
+            "train.loss_type=grpo", "train.num_iterations=1", f"reward.weights={{{a.reward}: 1.0}}"]
 
 
 # ---------------------------------------------------------------- child side: probes and trainers
@@ -100,12 +111,32 @@ def _proc_status_mib(key: str) -> float:
     return float("nan")
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process, its reaped children and its live descendants (read from /proc)."""
+    t = os.times()
+    total = time.process_time() + t.children_user + t.children_system  # process_time: ns, os.times: ticks
+    stats = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # the fields after the ")" that closes the command: state, ppid, ..., utime, stime, cutime, cstime
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        stats[int(stat.parent.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
+    tree, ticks = {os.getpid()}, 0
+    for _ in range(8):  # a few levels of descendants: the worker, and anything it starts
+        new = {pid for pid, (ppid, _) in stats.items() if ppid in tree} - tree
+        ticks += sum(stats[pid][1] for pid in new)
+        tree |= new
+    return total + ticks / os.sysconf("SC_CLK_TCK")
+
+
 class Probe:
-    """Step-end timestamps and the RSS high-water mark from the start of step 1 on."""
+    """Step-end timestamps and CPU seconds, and the RSS high-water mark from the start of step 1 on."""
 
     def __init__(self):
         self.t0 = None
         self.ends: list[float] = []
+        self.cpu: list[float] = []  # _cpu_seconds() at the same stamps (less load-sensitive)
         self.base_rss = self.hwm = float("nan")
         self.hwm_reset = False
 
@@ -119,16 +150,19 @@ class Probe:
         except OSError:
             pass
         self.t0 = time.perf_counter()
+        self.cpu.append(_cpu_seconds())
 
     def end(self) -> None:
         self.ends.append(time.perf_counter())
+        self.cpu.append(_cpu_seconds())
         self.hwm = _proc_status_mib("VmHWM")
 
     def result(self) -> dict:
         stamps = [self.t0, *self.ends]
         steps = [b - a for a, b in zip(stamps, stamps[1:])]
+        cpu = [b - a for a, b in zip(self.cpu, self.cpu[1:])]
         # the last step is dropped too: a pipelined run submits nothing after it, so it would not be typical
-        return {"warmup_s": steps[0], "step_s": steps[1:-1], "base_rss_mib": self.base_rss,
+        return {"warmup_s": steps[0], "step_s": steps[1:-1], "cpu_step_s": cpu[1:-1], "base_rss_mib": self.base_rss,
                 "loop_peak_mib": self.hwm - self.base_rss if self.hwm_reset else float("nan")}
 
 
@@ -159,11 +193,12 @@ def run_ours(a, workdir: Path, size: str, probe: Probe, extra: list[str] = ()) -
     trainer.batch_source, RunLog.log = batch_source, log
     cfg = load_run_config(None, [*run_overrides(a, workdir, size), *extra])
     rows = read_metrics(trainer.train(cfg))[1:]  # timed steps only
-    keys = [("rollout", "rollout"), ("reward", "reward"), ("logprobs", "logprobs")]
-    if extra:  # pipelined: "rollout" is the worker's time (overlapped); the trainer waited rollout_wait of it
-        keys.append(("rollout_wait", "rollout_wait"))
-    phases = {name: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for name, key in keys}
+    keys = ["rollout", "reward", "logprobs", "update"]
+    if any("time/rollout_wait" in r for r in rows):  # pipelined: "rollout" is the worker's time (overlapped);
+        keys.append("rollout_wait")  # the trainer waited rollout_wait of it
+    phases = {key: statistics.mean(r.get(f"time/{key}", 0.0) for r in rows) for key in keys}
     return {"completion_len": statistics.mean(r["completion_len/mean"] for r in rows),
+            "skipped_frac": statistics.mean(r.get("skipped_frac", 0.0) for r in rows),
             "reward": statistics.mean(r["reward/mean"] for r in rows), "phases": phases}
 
 
@@ -172,16 +207,22 @@ def run_pipelined(a, workdir: Path, size: str, probe: Probe) -> dict:
     return run_ours(a, workdir, size, probe, [*PIPELINED, f"rollout.worker_threads={a.threads or 1}"])
 
 
-def _trl_rewards():
-    import rewards
-    from tests.helpers import digit_fraction as df
+def _trl_rewards(reward: str):
+    """TRL reward functions: `reward` (module:fn, the one our trainer weighs 1) and `correct` (weight 0)."""
+    import importlib
 
-    def digit_fraction(completions, answer, **_):
-        return [df(c, g) for c, g in zip(completions, answer)]
+    import rewards
+
+    module, name = reward.split(":")
+    fn = getattr(importlib.import_module(module), name)
+
+    def weighted(completions, answer, **_):
+        return [fn(c, g) for c, g in zip(completions, answer)]
+    weighted.__name__ = name
 
     def correct(completions, answer, **_):
         return [float(rewards.REWARDS["correct"](c, g, "auto")) for c, g in zip(completions, answer)]
-    return [digit_fraction, correct]
+    return [weighted, correct]
 
 
 def trl_config(cfg, out_dir: Path):
@@ -236,7 +277,7 @@ def run_trl(a, workdir: Path, size: str, probe: Probe) -> dict:
                 values.append(trainer._metrics["train"][key][-1])
             spans.append({})
 
-    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(),
+    trainer = GRPOTrainer(model=cfg.model.name_or_path, reward_funcs=_trl_rewards(a.reward),
                           args=trl_config(cfg, workdir / "runs" / f"trl_{size}"), train_dataset=data,
                           processing_class=tok, callbacks=[Hooks()])
     trainer.train()
@@ -245,8 +286,8 @@ def run_trl(a, workdir: Path, size: str, probe: Probe) -> dict:
               "reward": statistics.mean(d.get("_calculate_rewards", 0.0) for d in timed)}
     # Everything else TRL does before the loss (reference log-probs, advantages, padding).
     phases["logprobs"] = statistics.mean(d.get("_prepare_inputs", 0.0) for d in timed) - sum(phases.values())
-    return {"completion_len": statistics.mean(seen["completions/mean_length"]), "reward": statistics.mean(seen["reward"]),
-            "phases": phases}
+    return {"completion_len": statistics.mean(seen["completions/mean_length"]),
+            "reward": statistics.mean(seen["reward"]), "phases": phases}
 
 
 def _trl_phase_spans() -> list[dict[str, float]]:
@@ -270,8 +311,11 @@ def child_main(a) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     probe = Probe()
-    run = {"ours": run_ours, "pipelined": run_pipelined, "trl": run_trl}[a.child]
-    extra = run(a, Path(a.workdir), a.size, probe)
+    workdir, overrides = Path(a.workdir), json.loads(a.extra or "[]")
+    if a.child == "ours":  # ours with a variant's overrides (none for the plain sync run)
+        extra = run_ours(a, workdir, a.size, probe, overrides)
+    else:
+        extra = {"pipelined": run_pipelined, "trl": run_trl}[a.child](a, workdir, a.size, probe)
     Path(a.result).write_text(json.dumps({**probe.result(), **extra}))
 
 
@@ -290,14 +334,15 @@ def setup(workdir: Path, size: str) -> int:
     return json.loads((Path(cfg.model.tiny_dir) / models.BUILD_INFO).read_text())["params"]
 
 
-def run_child(kind: str, a, workdir: Path, size: str) -> dict:
-    result = workdir / f"result_{kind}_{size}.json"
+def run_child(kind: str, a, workdir: Path, size: str, name: str = "", extra: list[str] = ()) -> dict:
+    """One child of `kind` (a variant: kind "ours" with its `name` and config overrides `extra`)."""
+    result = workdir / f"result_{name or kind}_{size}.json"
     result.unlink(missing_ok=True)
-    log_path = workdir / f"log_{kind}_{size}.txt"
+    log_path = workdir / f"log_{name or kind}_{size}.txt"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--size", size, "--workdir", str(workdir),
            "--result", str(result), "--steps", str(a.steps), "--questions", str(a.questions), "--group",
            str(a.group), "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
-           "--threads", str(a.threads)]
+           "--threads", str(a.threads), "--beta", str(a.beta), "--reward", a.reward, "--extra", json.dumps(list(extra))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "TQDM_DISABLE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if a.threads:
@@ -307,7 +352,7 @@ def run_child(kind: str, a, workdir: Path, size: str) -> dict:
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not all children's
         proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 or not result.is_file():
-        sys.exit(f"{kind} child failed (exit {proc.returncode}); log {log_path}:\n"
+        sys.exit(f"{name or kind} child failed (exit {proc.returncode}); log {log_path}:\n"
                  + log_path.read_text()[-3000:])
     return {**json.loads(result.read_text()), "peak_rss_mib": usage.ru_maxrss / 1024}
 
@@ -317,43 +362,57 @@ def _ratio(x: float, y: float) -> str:
 
 
 def report(size: str, params: int, runs: dict[str, list[dict]], completions: int) -> None:
-    """Each kind's medians, and ratios over TRL: s/step (below 1 = faster) and completions/s (above 1 = more)."""
+    """Each run's medians (keys: the kinds that ran, then the variants), and ratios over TRL: seconds
+    below 1 = faster, completions/s above 1 = more; then each variant's s/step over sync's."""
     def med(rs, key):
         return statistics.median(v for r in rs for v in ([r[key]] if not isinstance(r[key], list) else r[key]))
 
-    names = {"ours": "sync", "pipelined": "pipe", "trl": "TRL"}
-    kinds = [k for k in KINDS if runs[k]]
+    names = [k for k in runs if runs[k]]
+    label = {"ours": "sync", "pipelined": "pipe", "trl": "TRL"}
+    width = {k: max(10, len(label.get(k, k)) + 6) for k in names}  # room for the "/TRL" ratio header
     print(f"\n{size}: {params:,} parameters, {sum(len(r['step_s']) for r in runs['trl'])} timed steps each, "
           f"{completions} completions per step")
-    print("  " + f"{'':28s}" + "".join(f"{names[k]:>10s}" for k in kinds)
-          + "".join(f"{names[k] + '/TRL':>10s}" for k in kinds if k != "trl"))
+    print("  " + f"{'':28s}" + "".join(f"{label.get(k, k):>{width[k]}s}" for k in names)
+          + "".join(f"{label.get(k, k) + '/TRL':>{width[k]}s}" for k in names if k != "trl"))
     rows = [("s/step (median)", lambda k: med(runs[k], "step_s")),
             ("s/step (fastest)", lambda k: min(v for r in runs[k] for v in r["step_s"])),
+            ("CPU s/step (median)", lambda k: med(runs[k], "cpu_step_s")),
             ("completions/s (median)", lambda k: completions / med(runs[k], "step_s")),
-            ("completions/s (fastest)", lambda k: completions / min(v for r in runs[k] for v in r["step_s"]))]
-    rows += [(label, lambda k, key=key: med(runs[k], key)) for label, key in [
+            ("completions/s (fastest)", lambda k: completions / min(v for r in runs[k] for v in r["step_s"])),
+            ("completions/CPU s (median)", lambda k: completions / med(runs[k], "cpu_step_s"))]
+    rows += [(text, lambda k, key=key: med(runs[k], key)) for text, key in [
         ("peak RSS MiB (whole child)", "peak_rss_mib"), ("loop peak MiB (over start)", "loop_peak_mib"),
         ("RSS before step 1 MiB", "base_rss_mib"), ("warm-up step s", "warmup_s"),
         ("completion tokens (mean)", "completion_len"), ("reward (mean)", "reward")]]
-    for label, value in rows:
-        vals = {k: value(k) for k in kinds}
-        print(f"  {label:28s}" + "".join(f"{vals[k]:10.3f}" for k in kinds)
-              + "".join(f"{_ratio(vals[k], vals['trl']):>10s}" for k in kinds if k != "trl"))
-    for kind in kinds:
-        rs = runs[kind]
+    if any(r.get("skipped_frac") for k in names for r in runs[k]):  # TRL trains on every row
+        rows.append(("skipped_frac (mean)", lambda k: statistics.mean(r.get("skipped_frac", 0.0) for r in runs[k])))
+    for text, value in rows:
+        vals = {k: value(k) for k in names}
+        print(f"  {text:28s}" + "".join(f"{vals[k]:{width[k]}.3f}" for k in names)
+              + "".join(f"{_ratio(vals[k], vals['trl']):>{width[k]}s}" for k in names if k != "trl"))
+    for name in names:
+        rs = runs[name]
         phases = {k: statistics.mean(r["phases"][k] for r in rs) for k in rs[0]["phases"]}
-        # The rest: forward/backward of the loss, optimizer step, bookkeeping (pipelined: the
-        # worker's rollout overlaps it, so only its rollout_wait is counted against the step).
-        busy = sum(v for k, v in phases.items() if k != "rollout") if kind == "pipelined" else sum(phases.values())
-        phases["update+rest"] = statistics.mean(v for r in rs for v in r["step_s"]) - busy
-        print(f"  {names[kind]} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
+        # The rest: bookkeeping, plus TRL's forward/backward and optimizer step (ours: "update"). A
+        # pipelined worker's rollout overlaps the step, so only its rollout_wait counts against it.
+        busy = sum(v for k, v in phases.items() if k != "rollout" or "rollout_wait" not in phases)
+        phases["rest"] = statistics.mean(v for r in rs for v in r["step_s"]) - busy
+        print(f"  {label.get(name, name)} s/step by phase: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
+    for name in names:
+        if name in KINDS or not runs["ours"]:
+            continue
+        base, new = runs["ours"], runs[name]
+        fastest = [min(v for r in rs for v in r["step_s"]) for rs in (base, new)]
+        cpu = [med(rs, "cpu_step_s") for rs in (base, new)]
+        print(f"  {name}/sync: s/step median {_ratio(med(new, 'step_s'), med(base, 'step_s'))}, fastest "
+              f"{_ratio(fastest[1], fastest[0])}, CPU s/step median {_ratio(cpu[1], cpu[0])}")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", choices=[*SIZES, "all"], default="tiny")
     p.add_argument("--steps", type=int, default=5, help="optimizer steps per run; the first and last are not timed")
-    p.add_argument("--repeats", type=int, default=2, help="ours/TRL run pairs per size, order alternating")
+    p.add_argument("--repeats", type=int, default=2, help="runs of each trainer per size, order alternating")
     p.add_argument("--questions", type=int, default=4, help="questions per step")
     p.add_argument("--group", type=int, default=4, help="G: completions per question")
     p.add_argument("--max-new-tokens", type=int, default=32)
@@ -363,12 +422,25 @@ def parse_args(argv=None):
                         "load from stalling OpenMP barriers, which distorts timings far more than it saves")
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS, help="which trainers to run (trl always)")
     p.add_argument("--workdir", default=None, help="keep data, models and runs here (default: a temp dir)")
+    p.add_argument("--beta", type=float, default=0.04, help="KL coefficient of every trainer (0: no reference)")
+    p.add_argument("--reward", default=REWARD, help="module:fn reward of every trainer (weight 1)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[,KEY=VALUE]",
+                   help="run ours (sync) again with these config overrides (repeatable)")
+    p.add_argument("--extra", help=argparse.SUPPRESS)
     p.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.kinds = sorted({*a.kinds, "trl"}, key=KINDS.index)
     if a.steps < 3:
         p.error("--steps must be >= 3 (step 1 is a warm-up, the last is not timed)")
+    if ":" not in a.reward:
+        p.error(f"--reward {a.reward!r}: expected module:fn")
+    a.variants = {}
+    for v in a.variant:
+        name, _, overrides = v.partition("=")
+        if not name or "=" not in overrides or name in KINDS or name in a.variants:
+            p.error(f"--variant {v!r}: expected a new NAME (not {', '.join(KINDS)}) = KEY=VALUE[,KEY=VALUE...]")
+        a.variants[name] = overrides.split(",")
     return a
 
 
@@ -384,16 +456,17 @@ def main() -> None:
         workdir = Path(a.workdir or tmp).resolve()
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; "
               f"Q={a.questions} G={a.group} max_new_tokens={a.max_new_tokens} micro_batch={a.micro_batch} "
-              f"steps={a.steps} (1 warm-up) repeats={a.repeats}")
+              f"steps={a.steps} (1 warm-up) repeats={a.repeats} beta={a.beta} reward={a.reward}")
         for size in (list(SIZES) if a.size == "all" else [a.size]):
             params = setup(workdir, size)
-            runs: dict[str, list[dict]] = {k: [] for k in KINDS}
+            # each run: (its name in the report, child kind, config overrides); variants are ours with overrides
+            plan = [(k, k, []) for k in KINDS if k in a.kinds] + [(n, "ours", o) for n, o in a.variants.items()]
+            runs: dict[str, list[dict]] = {name: [] for name, _, _ in plan}
             for i in range(a.repeats):
-                order = KINDS if i % 2 == 0 else KINDS[::-1]
-                for kind in order:
-                    if kind in a.kinds:
-                        runs[kind].append(run_child(kind, a, workdir, size))
-            report(size, params, runs, a.questions * a.group)
+                for name, kind, overrides in (plan if i % 2 == 0 else plan[::-1]):
+                    runs[name].append(run_child(kind, a, workdir, size, name, overrides))
+            columns = [*KINDS[:-1], *a.variants, "trl"]  # TRL last: the ratios are over it
+            report(size, params, {k: runs.get(k, []) for k in columns}, a.questions * a.group)
         print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               "(above the CPU count means other work shared the machine and timings are noisy)")
 
