@@ -19,7 +19,8 @@ import time
 
 from sandbox import Sandbox
 
-VICTIM = "import time\nt = time.perf_counter()\nx = 0\nfor i in range(3_000_000):\n    x += i * i\nprint(time.perf_counter() - t)"
+VICTIM = ("import time\nt = time.perf_counter()\nx = 0\nfor i in range(3_000_000):\n    x += i * i\n"
+          "print(time.perf_counter() - t)")
 HOG = ("import os, time\nfor _ in range(60):\n    if os.fork() == 0:\n        os.setsid()\n"
        "        end = time.monotonic() + {secs}\n        while time.monotonic() < end:\n            pass\n"
        "        os._exit(0)\nfor _ in range(60):\n    os.wait()")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import atexit
 import threading
 
-from .backends import BACKENDS, ALLOW_PROCESS_ENV, resolve
+from .backends import BACKENDS, ALLOW_PROCESS_ENV
 from .pool import Sandbox, default_workers
 from .result import ExecResult, SandboxUnavailable
 

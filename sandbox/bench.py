@@ -1,5 +1,6 @@
-"""Sandbox speed (used by `python -m sandbox bench` and benchmarks/bench_sandbox.py): per-job latency (median, p99) and jobs/s with 2 workers for every backend
-available here, against a naive `subprocess.run([python, "-c", code])` measured in the same run.
+"""Sandbox speed (used by `python -m sandbox bench` and benchmarks/bench_sandbox.py): per-job
+latency (median, p99) and jobs/s with 2 workers for every backend available here, against a
+naive `subprocess.run([python, "-c", code])` measured in the same run.
 
 Prints ratios (naive / backend: > 1 means the backend is faster). Targets from issue 4 for the
 default backend: median <= 15 ms per `print(1+1)` and >= 80 jobs/s with 2 workers (with the

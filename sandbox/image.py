@@ -2,9 +2,10 @@
 
 Default (`--from host`): a tarball holding the host's Python install (standard library only,
 no site-packages, no tests) at /opt/python (or its own path when it lives under /usr) and the
-shared libraries it links at their system paths, fed to `docker import`. There is no shell, no /etc/passwd and no package manager in the image.
-`--from registry` instead builds `FROM python:3.11-slim` (needs a reachable registry) and links
-the host interpreter path to it so the worker command is the same.
+shared libraries it links at their system paths, fed to `docker import`. There is no shell,
+no /etc/passwd and no package manager in the image. `--from registry` instead builds
+`FROM python:3.11-slim` (needs a reachable registry) and links the host interpreter path to it
+so the worker command is the same.
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ def test_a_good_request_parses():
     ("prompts", [], r"prompts must be a list of 1 to 8"),
     ("prompts", "one prompt", r"prompts must be a list"),
     ("prompts", ["ok", 7], r"prompts must all be strings"),
-    ("params.max_new_tokens", 10**9, r"params.max_new_tokens \(the server's rollout.vllm_max_model_len\) .* \[1, 512\]"),
+    ("params.max_new_tokens", 10**9,
+     r"params.max_new_tokens \(the server's rollout.vllm_max_model_len\) .* \[1, 512\]"),
     ("params.max_new_tokens", 0, r"params.max_new_tokens"),
     ("params.temperature", -5, r"params.temperature must be >= 0 \(0 = greedy\), got -5.0"),
     ("params.temperature", "hot", r"params.temperature must be a finite number"),
@@ -125,13 +126,15 @@ def test_weight_specs_are_checked_against_the_served_model(specs, extra, reason)
 
 
 def test_limits_come_from_the_config():
-    cfg = load_run_config(None, ["rollout.server_max_n=3", "rollout.server_max_prompts=5", "rollout.server_max_body_mb=2",
+    cfg = load_run_config(None, ["rollout.server_max_n=3", "rollout.server_max_prompts=5",
+                                 "rollout.server_max_body_mb=2",
                                  "rollout.vllm_max_model_len=300", "rollout.server_read_timeout_s=4",
                                  "rollout.server_max_connections=7", "rollout.server_batch_window_s=0.1",
                                  "rollout.server_timeout_s=9"])
     limits = ServerLimits.from_config(cfg.rollout)
     assert (limits.max_n, limits.max_prompts, limits.max_body_bytes, limits.max_new_tokens) == (3, 5, 2 << 20, 300)
-    assert (limits.read_timeout_s, limits.max_connections, limits.batch_window_s, limits.update_timeout_s) == (4, 7, 0.1, 9)
+    assert (limits.read_timeout_s, limits.max_connections, limits.batch_window_s,
+            limits.update_timeout_s) == (4, 7, 0.1, 9)
 
 
 @pytest.mark.parametrize("overrides,reason", [
@@ -165,7 +168,8 @@ def test_the_token_comes_from_the_environment_or_a_file(monkeypatch, tmp_path):
     assert server_token(from_file) == "env-token-0123456789ab"  # the environment wins
 
 
-@pytest.mark.parametrize("content,reason", [("short", "at least 16 visible ASCII"), ("has a space in it 0123", "without spaces"),
+@pytest.mark.parametrize("content,reason", [("short", "at least 16 visible ASCII"),
+                                            ("has a space in it 0123", "without spaces"),
                                             ("", "the file is empty"), (None, "cannot read the token")])
 def test_weak_or_missing_tokens_are_refused(monkeypatch, tmp_path, content, reason):
     monkeypatch.delenv(TOKEN_ENV, raising=False)

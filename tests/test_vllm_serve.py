@@ -42,7 +42,8 @@ pytestmark = pytest.mark.vllm
 
 FAST = ["train.questions_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=12",
         "train.micro_batch_size=6", "train.lr=1e-3", "train.save_every=0", "reward.workers=1",
-        "reward.weights={tests.helpers:digit_fraction: 1.0, tests.helpers:char_count: 0.1, format: 0.1}", "rollout.engine=vllm_server",
+        "reward.weights={tests.helpers:digit_fraction: 1.0, tests.helpers:char_count: 0.1, format: 0.1}",
+        "rollout.engine=vllm_server",
         "rollout.vllm_max_model_len=512", "rollout.tis_cap=2.0", "rollout.server_timeout_s=60",
         "rollout.server_batch_window_s=0.2"]
 PROMPTS = ["user\nWhat is 3 plus 4?\nassistant\n", "Question: Tom has 12 apples and eats 5."]
@@ -147,7 +148,8 @@ def test_greedy_samples_match_hf_and_architecture_is_checked(server):
 def test_grpo_steps_through_the_server(server, lora):
     """Under LoRA the server gets the merged weights (base + delta) after every step."""
     before = _health(server["url"])["updates"]
-    cfg = _cfg(server, f"name=serve2-{lora}", "train.steps=2", f"model.lora={lora}", *(["train.lr=1e-2"] if lora else []))
+    cfg = _cfg(server, f"name=serve2-{lora}", "train.steps=2", f"model.lora={lora}",
+               *(["train.lr=1e-2"] if lora else []))
     run_dir = trainer.train(cfg)
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]

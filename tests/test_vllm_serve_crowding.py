@@ -128,7 +128,8 @@ def _status(sock: socket.socket) -> int:
         data += sock.recv(65536) or b"!"
         assert not data.endswith(b"!"), "closed before a whole head"
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
     while len(body) < length:
         body += sock.recv(65536)
     return int(head.split(b" ")[1])

@@ -107,12 +107,15 @@ def test_body_size_and_framing_attacks():
         assert status_of(huge) == 413 and b"the limit is 4096" in huge
         stranger = raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000000\r\n\r\n{")
         assert status_of(stranger) == 401  # the token is checked before any body is read
-        assert status_of(raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Length: -1\r\n\r\n")) == 400
-        assert status_of(raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Length: abc\r\n\r\n")) == 400
+        assert status_of(raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH
+                             + b"Content-Length: -1\r\n\r\n")) == 400
+        assert status_of(raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH
+                             + b"Content-Length: abc\r\n\r\n")) == 400
         assert status_of(raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH
                              + b"Content-Length: 5\r\nContent-Length: 9\r\n\r\n{}")) == 400
         good = json.dumps({"prompts": ["c"], "n": 1}).encode()
-        chunked = b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        chunked = (b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH
+                   + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
         ok = raw(url, chunked + b"%x\r\n%s\r\n0\r\n\r\n" % (len(good), good))
         assert status_of(ok) == 200 and b"c#0" in ok
         flood = b"".join(b"400\r\n" + b" " * 1024 + b"\r\n" for _ in range(10)) + b"0\r\n\r\n"  # 10 KiB > 4 KiB
@@ -151,7 +154,8 @@ def test_smuggled_pipelined_and_upgraded_requests_are_each_authenticated():
     with running_server(serve_config(), limits=FAST) as (_, url):
         good = json.dumps({"prompts": ["c"], "n": 1}).encode()
         smuggled = raw(url, b"POST /generate HTTP/1.1\r\nHost: x\r\n" + AUTH
-                       + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(good), good)
+                       + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"%x\r\n%s\r\n0\r\n\r\n" % (len(good), good)
                        + b"GET /info HTTP/1.1\r\nHost: x\r\n\r\n")
         assert smuggled.count(b"HTTP/1.1 ") == 2 and b"HTTP/1.1 401" in smuggled and b"weights_hash" not in smuggled
         pipelined = raw(url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /weights HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -61,8 +61,9 @@ def netns():
     try:
         for args in (["link", "add", here, "type", "veth", "peer", "name", there], ["link", "set", there, "netns", ns],
                      ["addr", "add", f"10.213.{octet}.1/30", "dev", here], ["link", "set", here, "up"],
-                     ["-n", ns, "addr", "add", f"10.213.{octet}.2/30", "dev", there], ["-n", ns, "link", "set", there, "up"],
-                     ["-n", ns, "link", "set", "lo", "up"], ["-n", ns, "route", "add", "default", "via", f"10.213.{octet}.1"]):
+                     ["-n", ns, "addr", "add", f"10.213.{octet}.2/30", "dev", there],
+                     ["-n", ns, "link", "set", there, "up"], ["-n", ns, "link", "set", "lo", "up"],
+                     ["-n", ns, "route", "add", "default", "via", f"10.213.{octet}.1"]):
             done = _ip(*args)
             assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr}"
         yield ns, f"10.213.{octet}.1"

@@ -230,14 +230,17 @@ def test_limits_are_enforced_over_http_and_never_reach_the_engine():
     limits = ServerLimits(max_n=4, max_prompts=8, max_new_tokens=64)
     with running_server(serve_config(), engine, limits=limits) as (_, url):
         for body, reason in [({"prompts": ["x"], "n": int(1e9)}, "n (rollout.server_max_n)"),
-                             ({"prompts": ["x"], "n": 1, "params": {"max_new_tokens": int(1e9)}}, "params.max_new_tokens"),
+                             ({"prompts": ["x"], "n": 1, "params": {"max_new_tokens": int(1e9)}},
+                              "params.max_new_tokens"),
                              ({"prompts": ["x"] * 1000, "n": 1}, "rollout.server_max_prompts"),
-                             ({"prompts": ["x"], "n": 1, "params": {"temperature": -5}}, "params.temperature must be >= 0"),
+                             ({"prompts": ["x"], "n": 1, "params": {"temperature": -5}},
+                              "params.temperature must be >= 0"),
                              ({"prompts": ["x"], "n": 1, "params": {"top_p": 7}}, "params.top_p must lie in (0, 1]")]:
             status, reply = call(url, "POST", "/generate", body)
             assert status == 400 and reason in reply["error"], (body, reply)
         assert engine.calls == []
-        assert call(url, "POST", "/generate", {"prompts": ["x"] * 8, "n": 4, "params": {"max_new_tokens": 64}})[0] == 200
+        assert call(url, "POST", "/generate",
+                    {"prompts": ["x"] * 8, "n": 4, "params": {"max_new_tokens": 64}})[0] == 200
 
 
 def test_the_client_splits_prompt_lists_at_the_servers_limit(client_env):

@@ -1,7 +1,7 @@
 """One step's training batch: rollout -> scored episodes -> log-probs -> advantages.
 
-``make_batch`` (= ``collect_groups`` + ``finish_batch``) is the first half of a GRPO step (the second is ``trainer.optimise``):
-``collect_groups`` draws questions from the sampler and has ``rollout`` sample G completions
+``make_batch`` (= ``collect_groups`` + ``finish_batch``) is the first half of a GRPO step (the second is
+``trainer.optimise``): ``collect_groups`` draws questions from the sampler and has ``rollout`` sample G completions
 each and score them (with DAPO-style dynamic sampling, all-equal groups are dropped and more
 questions drawn); the episodes are packed into tensors; the old-policy and reference log-probs
 are computed once, without gradients; the rewards become group-relative advantages (outcome: one
@@ -182,7 +182,8 @@ def generate_calls(cfg, tok, problems: list[dict], first_draw: int,
     params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p,
                             cfg.rollout.top_k, logprobs=logprobs)
     block = cfg.rollout.seed_block or (1 if distributed.world_size() > 1 else max(1, len(prompts)))
-    return [(prompts[i:i + block], dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))
+    return [(prompts[i:i + block],
+             dataclasses.replace(params, seed=distributed.sampling_seed(cfg.seed, first_draw + i)))
             for i in range(0, len(prompts), block)]
 
 

@@ -293,7 +293,8 @@ def _check_args(logp, mask, advantages, loss_type, importance_level, beta, ref_l
     if logp.dim() != 2 or mask.shape != logp.shape:
         raise ValueError(f"logp and mask must both be [N, T]; got {tuple(logp.shape)} and {tuple(mask.shape)}")
     if advantages.shape not in (logp.shape[:1], logp.shape):
-        raise ValueError(f"advantages must be [N] or [N, T]; got {tuple(advantages.shape)} for logp {tuple(logp.shape)}")
+        raise ValueError(f"advantages must be [N] or [N, T]; got {tuple(advantages.shape)} "
+                         f"for logp {tuple(logp.shape)}")
     if beta != 0 and ref_logp is None:
         raise ValueError("ref_logp is required when beta != 0")
     if loss_type == "dr_grpo" and not max_completion_length:

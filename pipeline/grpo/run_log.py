@@ -32,7 +32,8 @@ def _keep_rows(path: Path, max_step: int | None, source: Path) -> None:
     """Rewrite ``path`` with the rows of ``source`` (``path`` itself, or the same file of the run a
     checkpoint came from) up to ``max_step`` (none when it is None)."""
     keep = [] if max_step is None or not source.is_file() else [
-        line for line in source.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= max_step]
+        line for line in source.read_text().splitlines()
+        if line.strip() and json.loads(line).get("step", 0) <= max_step]
     if keep or path.is_file():
         path.write_text("".join(line + "\n" for line in keep))
 

@@ -4,9 +4,10 @@ Both sides read it the same way: the environment variable ``MATHRL_SERVER_TOKEN`
 the first line of ``rollout.server_token_file``. Not from the command line (every local user
 can read a process's arguments in /proc) and not from the config itself (configs are saved
 into run directories). A token file that its group or other users may read is refused (one
-line saying how to fix its mode): the docs promise a file only you can read. The client sends it as ``Authorization: Bearer <token>`` on every
-request; the server compares in constant time (``hmac.compare_digest``). The same token keys
-the weight group's handshake (pipeline/weights/broadcast.py).
+line saying how to fix its mode): the docs promise a file only you can read. The client sends
+it as ``Authorization: Bearer <token>`` on every request; the server compares in constant time
+(``hmac.compare_digest``). The same token keys the weight group's handshake
+(pipeline/weights/broadcast.py).
 
 Make one with ``python -c "import secrets; print(secrets.token_urlsafe(32))"``.
 """

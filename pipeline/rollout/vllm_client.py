@@ -167,7 +167,8 @@ class VLLMServerEngine(RolloutEngine):
             chunk = list(prompts[start:start + self.max_prompts])
             # seeds stay those of the whole list: prompt i of the list draws from seed + i * n
             seed = None if params.seed is None else params.seed + start * n
-            reply = self._call("POST", "/generate", {"prompts": chunk, "n": n, "params": {**asdict(params), "seed": seed}})
+            reply = self._call("POST", "/generate",
+                               {"prompts": chunk, "n": n, "params": {**asdict(params), "seed": seed}})
             out += [[Sample(**s) for s in group] for group in reply["samples"]]
         return out
 
@@ -252,9 +253,9 @@ def choose_backend(choice: str, device: torch.device, health: dict, url: str) ->
     mine = device_identity(device) if device.type == "cuda" else "cpu"
     same_gpu = mine != "cpu" and theirs == mine
     if choice == "nccl" and same_gpu:
-        raise ServerError(f"rollout.server_weight_backend=nccl, but the vLLM server {url} runs on the trainer's own GPU "
-                          f"({mine}) and NCCL refuses two ranks on one GPU; use server_weight_backend=gloo or auto, "
-                          "or give the server its own GPU (CUDA_VISIBLE_DEVICES)")
+        raise ServerError(f"rollout.server_weight_backend=nccl, but the vLLM server {url} runs on the trainer's "
+                          f"own GPU ({mine}) and NCCL refuses two ranks on one GPU; use server_weight_backend=gloo "
+                          "or auto, or give the server its own GPU (CUDA_VISIBLE_DEVICES)")
     if choice != "auto":
         return choice
     if mine == "cpu" or health.get("device") != "cuda":
