@@ -46,7 +46,10 @@ class Crowd:
         socks: list[socket.socket] = []
         try:
             while not self.stop.is_set():
-                socks = [s for s in socks if _alive(s)]
+                kept = [s for s in socks if _alive(s)]
+                for s in set(socks) - set(kept):
+                    s.close()
+                socks = kept
                 while len(socks) < self.size and not self.stop.is_set():
                     s = socket.create_connection(self.addr, timeout=2)
                     s.sendall(b"GET /health HTTP/1.1\r\n")  # never finished, never a token
@@ -71,9 +74,12 @@ class Crowd:
 
 
 def _alive(s: socket.socket) -> bool:
+    """Still held open by the server. The crowd's requests are never complete, so anything the server
+    sends is its 503 before it drops the connection, and an empty read is the drop itself."""
     s.setblocking(False)
     try:
-        return s.recv(1, socket.MSG_PEEK) != b""  # data here = the server's 503 before it closes
+        s.recv(1, socket.MSG_PEEK)
+        return False
     except BlockingIOError:
         return True
     except OSError:
