@@ -15,7 +15,7 @@ import torch
 from pipeline.config import RewardConfig, load_run_config
 from pipeline.grpo.advantages import process_advantages
 from pipeline.grpo.episodes import Episode
-from pipeline.grpo.scoring import add_step_rewards, prm_step_probabilities
+from pipeline.grpo.episode_rewards import add_step_rewards, prm_step_probabilities
 from pipeline.models import load_policy
 from pipeline.prm import PRMError, PRMScorer, Qwen2ForProcessRewardModel, build_tiny_prm, load_prm
 from pipeline.prm.model import SEPARATOR

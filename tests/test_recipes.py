@@ -22,7 +22,7 @@ from pipeline.grpo.batch import Batch, all_logprobs
 from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import Episode, Packed, mini_batch_rows, pack
 from pipeline.grpo.run_log import read_metrics
-from pipeline.grpo.scoring import score_episodes
+from pipeline.grpo.episode_rewards import reward_episodes
 from pipeline.grpo.trainer import optimise
 from pipeline.prompts import TEMPLATES, build_prompt
 
@@ -70,7 +70,7 @@ def test_truncated_zero_rewards_truncated_completions_with_zero(truncated_zero):
     cfg = RewardConfig(weights={"correct": 1.0, "format": 0.5}, style="gsm8k", truncated_zero=truncated_zero)
     eps = [_episode(0, "1 + 6 = 7\n#### 7", "length"), _episode(0, "1 + 6 = 7\n#### 7", "stop"),
            _episode(0, "#### 6", "length")]
-    score_episodes(eps, cfg)
+    reward_episodes(eps, cfg)
     assert [e.rewards["correct"] for e in eps] == [1.0, 1.0, 0.0]  # components are logged as scored
     assert eps[1].reward == 1.5 and eps[2].reward == (0.0 if truncated_zero else 0.5)
     assert eps[0].reward == (0.0 if truncated_zero else 1.5)

@@ -29,7 +29,7 @@ from pipeline.grpo.components import TrainState, reference_mode
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.precision import autocast_for
-from pipeline.grpo.scoring import add_step_rewards, score_episodes
+from pipeline.grpo.episode_rewards import add_step_rewards, reward_episodes
 from pipeline.parallel import distributed
 from pipeline.prompts import build_prompt
 from pipeline.rollout.base import SamplingParams
@@ -195,7 +195,7 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
                for j, s in enumerate(group)]
               for qi, (p, group) in enumerate(zip(problems, samples))]
     with timed(timer, "reward"):
-        score_episodes([e for grp in groups for e in grp], cfg.reward)
+        reward_episodes([e for grp in groups for e in grp], cfg.reward)
     timer["gen_tokens"] = timer.get("gen_tokens", 0) + sum(len(e.completion_ids) for grp in groups for e in grp)
     return groups
 

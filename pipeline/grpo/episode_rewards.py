@@ -1,4 +1,4 @@
-"""Score episodes with the `rewards` package: every component and the weighted total
+"""Reward episodes with the `rewards` package: every component and the weighted total
 (``rewards.CombinedReward``), and the per-step rewards that process supervision needs.
 
 Components run in a thread pool (`reward.workers`); the checkers themselves are hang-proof
@@ -25,7 +25,7 @@ from rewards.steps.reward import split_steps
 OUTCOME = "correct"
 
 
-def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
+def reward_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
     """Fill ``rewards`` (each component) and ``reward`` (weighted sum) of every episode, with the
     rewards package's combiner. Correctness is always scored and logged, with weight 0 when it
     is not in the weights. ``reward.truncated_zero``: the weighted sum is 0 for a completion that
@@ -46,7 +46,7 @@ def score_episodes(episodes: list[Episode], cfg: RewardConfig) -> None:
 
 def add_step_rewards(episodes: list[Episode], cfg: RewardConfig, tokenizer, prm=None) -> None:
     """Fill ``step_rewards`` / ``step_ends`` (token indices) for process supervision. The outcome is
-    the one ``score_episodes`` computed (``ep.rewards["correct"]``, graded with ``reward.style`` and
+    the one ``reward_episodes`` computed (``ep.rewards["correct"]``, graded with ``reward.style`` and
     ``reward.timeout``), reused, not graded again. With ``prm`` (a ``pipeline.prm.PRMScorer``), every
     completion's steps (``rewards.steps.reward.split_steps``) are scored in batches and combined with the
     rule checks as ``reward.prm_mix`` says (``rewards.steps.mix``)."""

@@ -8,7 +8,7 @@ import pytest
 import rewards
 from pipeline.config import RewardConfig
 from pipeline.grpo.episodes import Episode
-from pipeline.grpo.scoring import score_episodes
+from pipeline.grpo.episode_rewards import reward_episodes
 from tests.helpers import digit_fraction
 
 
@@ -20,7 +20,7 @@ def _episode(completion: str, gold: str) -> Episode:
 def test_components_and_weighted_total_match_the_combiner():
     eps = [_episode("3 + 4 = 7\n#### 7", "7"), _episode("no idea", "7")]
     cfg = RewardConfig(weights={"tests.helpers:digit_fraction": 2.0, "format": 0.5}, workers=2)
-    score_episodes(eps, cfg)
+    reward_episodes(eps, cfg)
     for ep in eps:
         assert list(ep.rewards) == ["correct", "tests.helpers:digit_fraction", "format"]  # correct always logged
         assert ep.rewards["tests.helpers:digit_fraction"] == digit_fraction(ep.completion, ep.gold)
@@ -38,7 +38,7 @@ def test_a_user_reward_that_does_not_import_names_itself():
 def _scored_group(texts, gold, cfg):
     eps = [Episode(problem_id="p", group=0, sample=k, prompt="", completion=t, prompt_ids=[], completion_ids=[],
                    finish_reason="stop", gold=gold) for k, t in enumerate(texts)]
-    score_episodes(eps, cfg)
+    reward_episodes(eps, cfg)
     return eps
 
 
@@ -56,11 +56,11 @@ def _with_ids(eps):
 
 
 def test_process_supervision_grades_the_outcome_once_per_completion(monkeypatch):
-    """score_episodes grades each completion once; add_step_rewards reuses that grade (no second
+    """reward_episodes grades each completion once; add_step_rewards reuses that grade (no second
     `check`), with the run's style and timeout."""
     import rewards.outcome.answer
     import rewards.registry
-    from pipeline.grpo.scoring import add_step_rewards
+    from pipeline.grpo.episode_rewards import add_step_rewards
 
     calls = []
     real = rewards.outcome.answer.check
@@ -86,7 +86,7 @@ def test_outcome_and_process_agree_under_the_run_style():
     same outcome in the final step reward (style "math" reads no plain number there and would
     say wrong). The issue's `\\boxed{5}. #### 7` is read as 7 in every style since the answer
     policy became one for all styles (the last statement wins), so it no longer tells them apart."""
-    from pipeline.grpo.scoring import add_step_rewards
+    from pipeline.grpo.episode_rewards import add_step_rewards
 
     text = "So the total is 7."
     # the lenient policy reads a plain last sentence; the strict training default pays only a box
