@@ -27,10 +27,10 @@ against its model), the bytes over the group, and ``POST /update_weights_done``,
 once vLLM has loaded them (or with the server's error).
 
 Failures end the run with one line naming the server, never a hang: a server that is not
-running fails the first request at once (connection refused); one that dies or hangs later
+running, or no longer running, fails the request at once (connection refused); one that hangs
 fails the next request or broadcast within ``rollout.server_timeout_s``. Connection-level
 failures of a server that is there (503 when its connection pools are full, a connection it
-closed or reset, one refused after a first contact) are retried with backoff until that
+closed or reset) are retried with backoff until that
 budget (``CONNECT_TIMEOUT_S`` for the first contact) is spent: strangers holding connections
 slow a request down, they do not end the run. ``ServerLost`` is a
 ``distributed.PeerLost``, which the trainer's ``main`` prints before exiting 1.
@@ -142,8 +142,9 @@ class VLLMServerEngine(RolloutEngine):
                                   f"{reason}); the server died or stopped answering within rollout.server_timeout_s="
                                   f"{self.timeout_s:g} (its log says why). Restart it and rerun with "
                                   "train.resume=auto")
-            # a refused first contact means no server: fail at once; later it may be restarting
-            if isinstance(reason, _RETRIED) or (not first and isinstance(reason, ConnectionRefusedError)):
+            # refused means nothing listens (a full server still queues connections in its backlog):
+            # fail at once, first contact or later; a reset or a dropped reply is a server that is there
+            if isinstance(reason, _RETRIED):
                 raise _Retry(lost) from e
             raise lost from e
 
