@@ -5,8 +5,9 @@ Raw rows come through ``datasets.load_dataset``: from the gzipped JSONL files sh
 ids (``data.source=hub``). Each row is normalised to
 ``{"id", "source", "split", "question", "answer", "solution", "level"?, "subject"?}`` and
 written to ``data/prepared/<dataset>/<split>.jsonl``. Rows whose gold answer cannot be read are
-reported by id, never dropped silently. A manifest of input hashes makes a re-run a no-op
-unless the inputs, the settings or this code changed.
+reported by id, never dropped silently. A fingerprint of the inputs beside each dataset
+(``pipeline/freshness.py``) makes a re-run a no-op unless the inputs, the settings or this code
+changed; ``manifest.json`` keeps the row counts.
 
 `mathrl data` prepares ``data.datasets`` (all four by default); the other stages call
 ``prepare_for`` first, which prepares just the datasets that stage reads (``datasets_for``:
