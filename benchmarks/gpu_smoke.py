@@ -148,25 +148,25 @@ def prepare(work: Path, device: str) -> None:
 
 
 class Probe:
-    """Wraps the trainer's ``policy_loss`` and ``fsdp.shard`` for one run: the first call's KL
+    """Wraps the objective's ``policy_loss`` and ``fsdp.shard`` for one run: the first call's KL
     (before any optimizer step), the device of the log-probs, the collective backend in use and
     whether the policy was FSDP-sharded."""
 
     def __init__(self):
-        from pipeline.grpo import trainer
+        from pipeline.grpo import objective
         from pipeline.parallel import fsdp
 
-        self.trainer, self.fsdp = trainer, fsdp
-        self.real, self.real_shard = trainer.policy_loss, fsdp.shard
+        self.objective, self.fsdp = objective, fsdp
+        self.real, self.real_shard = objective.policy_loss, fsdp.shard
         self.kl = self.device = self.backend = None
         self.sharded = False
 
     def __enter__(self):
-        self.trainer.policy_loss, self.fsdp.shard = self._loss, self._shard
+        self.objective.policy_loss, self.fsdp.shard = self._loss, self._shard
         return self
 
     def __exit__(self, *exc):
-        self.trainer.policy_loss, self.fsdp.shard = self.real, self.real_shard
+        self.objective.policy_loss, self.fsdp.shard = self.real, self.real_shard
 
     def _shard(self, cfg, policy, ref):
         policy, ref = self.real_shard(cfg, policy, ref)
