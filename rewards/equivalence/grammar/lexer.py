@@ -41,6 +41,8 @@ _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|
                       r"|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
 _TEXTCMD = re.compile(r"\\(?:text|textrm|mathrm|textbf|mathbf|mbox|textnormal)\s*\{([^{}\\]{0,80})\}")
 _CMD = re.compile(r"\\[A-Za-z]+")
+# two-character escapes read as one operator: \\% and \\$ are the characters, the others stay escaped
+_ESCAPES = {"\\%": "%", "\\$": "$", "\\{": "\\{", "\\}": "\\}", "\\\\": "\\\\"}
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree(?![A-Za-z])")
 _OPS = set("+-*/^_()[]{},|=<>!%")
 COMMANDS = {
@@ -90,23 +92,8 @@ def tokens(s: str) -> list[Tok]:
             m = re.compile(r"[A-Za-z]+").match(s, i)
             out.append(Tok("word", m.group(), space))
         elif c == "\\":
-            if s.startswith("\\%", i):
-                out.append(Tok("op", "%", space))
-                i += 2
-                space = False
-                continue
-            if s.startswith("\\$", i):
-                out.append(Tok("op", "$", space))
-                i += 2
-                space = False
-                continue
-            if s[i + 1:i + 2] in ("{", "}"):
-                out.append(Tok("op", "\\" + s[i + 1], space))
-                i += 2
-                space = False
-                continue
-            if s.startswith("\\\\", i):
-                out.append(Tok("op", "\\\\", space))
+            if s[i:i + 2] in _ESCAPES:
+                out.append(Tok("op", _ESCAPES[s[i:i + 2]], space))
                 i += 2
                 space = False
                 continue
