@@ -106,6 +106,7 @@ BAD: dict[str, str | list[str]] = {
     "rollout.server_weight_backend": "mpi",
     "rollout.seed_block": "-1",
     "rollout.shared_prefill": "maybe",
+    "rollout.decode": "fast",
     "rollout.worker_threads": "-1",
     "rollout.worker_timeout_s": "0",
     "reward.weights": "{corect: 1.0}",

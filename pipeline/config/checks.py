@@ -167,6 +167,9 @@ def check_rollout(r) -> None:
     if r.worker_threads < 0 or r.worker_timeout_s <= 0:
         raise ConfigError(f"rollout.worker_threads must be >= 0 and rollout.worker_timeout_s > 0, got "
                           f"{r.worker_threads} and {r.worker_timeout_s:g}")
+    if r.decode == "loop" and r.engine not in ("hf", "hf_process"):
+        raise ConfigError(f"rollout.decode=loop is the HF engines' decode loop; rollout.engine={r.engine} "
+                          "decodes by itself: leave rollout.decode=generate")
     check_server(r)
 
 

@@ -162,6 +162,8 @@ class RolloutConfig:
     """Sequences generated at once by the HF engine."""
     shared_prefill: bool = False
     """HF engine: prefill each prompt once for its G samples instead of once per sample (pipeline/rollout/prefill.py); the same logits up to float rounding, not bitwise."""
+    decode: Literal["generate", "loop"] = "generate"
+    """HF engines: `generate` (transformers' generate) or `loop`: a plain decode loop where a row that has ended leaves the batch (pipeline/rollout/decode_loop.py); the same samples, bitwise until the first row ends, then up to float rounding. Needs seeded or greedy sampling and a generation config without logits processors."""
     gpu_memory_utilization: float = 0.3
     """vLLM: fraction of GPU memory the colocated engine may take."""
     vllm_max_model_len: int = 2048

@@ -51,9 +51,10 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
 
         return ProcessEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, threads=cfg.rollout.worker_threads,
                              timeout_s=cfg.rollout.worker_timeout_s,
-                             autocast_dtype=_mixed_dtype(cfg))
+                             autocast_dtype=_mixed_dtype(cfg), shared_prefill=cfg.rollout.shared_prefill,
+                             decode=cfg.rollout.decode)
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, lockstep=fsdp.enabled(cfg),
-                    shared_prefill=cfg.rollout.shared_prefill)
+                    shared_prefill=cfg.rollout.shared_prefill, decode=cfg.rollout.decode)
 
 
 def _mixed_dtype(cfg: RunConfig) -> str | None:

@@ -31,6 +31,7 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
                           TopPLogitsWarper)
 
 from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
+from pipeline.rollout.decode_loop import check_plain, decode
 from pipeline.rollout.prefill import shared_prefill
 
 
@@ -38,8 +39,13 @@ class HFEngine(RolloutEngine):
     runs_policy = True  # generates with the trainer's own module
 
     def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, lockstep: bool = False,
-                 shared_prefill: bool = False):
+                 shared_prefill: bool = False, decode: str = "generate"):
         self.model = model
+        self.decode = decode  # "generate" or "loop" (decode_loop.py: ended rows leave the batch)
+        if decode == "loop":
+            if lockstep:
+                raise ValueError("rollout.decode=loop: not for a sharded (lock-step) policy")
+            check_plain(model)
         self.shared_prefill = shared_prefill and not lockstep  # prefill.py: one prefill per prompt
         self.lockstep = lockstep  # every rank runs the same generate calls (sharded model)
         self.tokenizer = tokenizer
@@ -87,6 +93,21 @@ class HFEngine(RolloutEngine):
             plain = greedy or seeded
             prefix = {"past_key_values": shared_prefill(self.model, input_ids.to(device), attention.to(device))} \
                 if self.shared_prefill and n > 1 and width > 1 else {}
+            if self.decode == "loop":
+                if not plain:
+                    raise ValueError("rollout.decode=loop samples with per-row seeds: give SamplingParams.seed")
+                rows, taken = decode(self.model, input_ids.to(device), attention.to(device),
+                                     max_new_tokens=params.max_new_tokens, eos_ids=eos_ids,
+                                     sampler=processors[0] if seeded else None, cache=prefix.get("past_key_values"),
+                                     want_logprobs=params.logprobs, temperature=params.temperature)
+                for row, (i, ids) in enumerate(chunk):
+                    reason = "stop" if rows[row] and rows[row][-1] in eos_ids else "length"
+                    results[i].append(Sample(
+                        prompt=prompts[i], prompt_ids=ids,
+                        completion=tok.decode(rows[row], skip_special_tokens=True),
+                        completion_ids=rows[row], finish_reason=reason,
+                        logprobs=None if taken is None else taken[row]))
+                continue
             out = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device),
                 max_new_tokens=params.max_new_tokens, do_sample=not plain,
@@ -122,10 +143,17 @@ class SeededSampler(LogitsProcessor):
         self.warpers = LogitsProcessorList(warpers)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return self.scores(range(len(self.seeds)), scores, input_ids)
+
+    def scores(self, rows, scores: torch.FloatTensor, input_ids=None) -> torch.FloatTensor:
+        """Warped ``scores`` plus Gumbel noise; batch row k is sampler row ``rows[k]`` (decode_loop.py
+        drops ended rows, so its batch is a subset), whose generator draws once per call."""
         if self.generators is None:
             self.generators = [torch.Generator(scores.device).manual_seed(s) for s in self.seeds]
         scores = self.warpers(input_ids, scores)
-        u = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device) for g in self.generators])
+        rows = rows.tolist() if isinstance(rows, torch.Tensor) else rows
+        u = torch.stack([torch.rand(scores.shape[-1], generator=self.generators[r], device=scores.device)
+                         for r in rows])
         gumbel = -torch.log(-torch.log(u.clamp_min(torch.finfo(u.dtype).tiny)))
         return scores + gumbel.to(scores.dtype)
 
