@@ -215,3 +215,28 @@ def test_the_base_submit_is_a_done_pending_with_the_pushed_version():
     assert engine.synced == "weights"
     with pytest.raises(EngineError.__mro__[1]):  # EngineError is a RuntimeError: the stage's one-line catch
         raise EngineError("x")
+
+
+def test_two_ranks_each_pipeline_their_share_like_one_process(tiny_setup):
+    """Under torchrun each rank submits its own share of every batch to its own worker process and
+    pushes to it after each update: 2 ranks give the same completions, metrics and weights as one
+    pipelined process on the same global batch (seeded blocks of 2 questions, so rank 1's block is
+    seeded like the single process's second block)."""
+    from tests.dist_runs import assert_rows_close, assert_same_weights, completions, torchrun
+
+    overrides, _ = tiny_setup
+    common = [*overrides, "train.questions_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=10",
+              "train.micro_batch_size=4", "train.lr=1e-3", "train.save_every=0", "rollout.tis_cap=2",
+              "reward.weights={tests.helpers:digit_fraction: 1.0}", "rollout.seed_block=2", "train.steps=3",
+              "train.async_staleness=1", "rollout.engine=hf_process", "rollout.worker_threads=1"]
+    one = trainer.train(load_run_config(None, [*common, "name=pipe_one"]))
+    torchrun([*common, "name=pipe_two"])
+    two = one.parent / "pipe_two"
+    rows_one, rows_two = read_metrics(one), read_metrics(two)
+    assert [r["staleness"] for r in rows_two] == [0, 1, 1]  # steps 2 and 3 trained on batches one step old
+    assert all(r["grad_norm"] > 0 for r in rows_one)
+    for got, want in zip(rows_two, rows_one, strict=True):
+        assert_rows_close(got, want)
+    for step in (1, 2, 3):
+        assert completions(two, step) == completions(one, step)
+    assert_same_weights(two / "final", one / "final", base=load_run_config(None, overrides).model.name_or_path)
