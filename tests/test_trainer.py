@@ -47,6 +47,8 @@ def test_two_steps_update_parameters_and_write_metrics(tiny_setup):
     for key in ("reward/mean", "reward/correct", "kl", "clip_frac_low", "grad_norm", "lr", "zero_std_frac",
                 "completion_len/mean", "truncated_frac", "tokens_per_s", "time/rollout", "time/update"):
         assert key in rows[0], key
+    for row in rows:  # the whole step's wall time holds its phases
+        assert row["time/step"] >= row["time/rollout"] + row["time/update"]
     assert (run_dir / "config.yaml").is_file() and (run_dir / "curves.png").is_file()
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert samples and {"prompt", "completion", "rewards", "reward", "num_tokens", "finish_reason"} <= set(samples[0])

@@ -37,6 +37,7 @@ The periodic eval (`train.eval_every`) is a function the caller passes in (the `
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -111,6 +112,7 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     reward_audit = RewardAudit(cfg.reward, run_dir if main_rank else None)
     batches = batch_source(cfg, state, start, saved.get("in_flight") if saved is not None else None)
     for step in bar:
+        step_began = time.perf_counter()
         timer: dict[str, float] = {}
         batch = batches.take(step, timer)  # make_batch, or a batch generated while the last step trained
         update = optimise(cfg, state, batch, step, run_dir, timer)
@@ -126,6 +128,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
                 step % cfg.train.eval_every == 0 or step == cfg.train.steps):
             out_dir = layout.eval_dir(run_dir, f"step_{step}") if main_rank else None
             metrics.update(_periodic_eval(cfg, state, evaluate, out_dir, step))
+        # the whole step's wall time (its eval included): summed over rows, the time a run took to reach a step
+        metrics["time/step"] = time.perf_counter() - step_began
         log.log(step, metrics)
         log.samples(step, [e.record() for e in view.episodes[:cfg.train.log_samples]])
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", entropy=f"{metrics['entropy']:.3f}")
