@@ -82,6 +82,9 @@ WRONG = {
     "unit after a box with a unit": ("so $\\boxed{18 \\text{ cm}}\\text{ inches}$.", "18 \\text{ inches}"),
     "unit swapped after the box": ("so $\\boxed{5.4}\\text{ dollars}$.", "5.4 \\text{ cents}"),
     "single-letter word after the box": ("so $\\boxed{18}$ m.", "18"),
+    "unit after a box that names another function": ("so $\\boxed{g(x) = 2}$ cm.", "f(x) = 2"),
+    "unit on a braced relation": ("so $\\boxed{{g(x) = 2}\\text{ cm}}$.", "f(x) = 2"),
+    "percent on a braced relation": ("so $\\boxed{{g(x) = 2}\\%}$.", "f(x) = 2"),
 }
 
 
@@ -131,6 +134,7 @@ RIGHT = [
     ("So the side is $\\boxed{5}\\text{ cm}$. This is the final answer.", "5"),
     ("So the side is $\\boxed{5}$ cm.<|im_end|>", "5"),
     ("So the side is $\\boxed{5}\\text{ m}$.", "5"),
+    ("So the side is $\\boxed{x = 5}$ cm.", "5"),
     ("So $\\boxed{\\text{East}}$.", "\\text{east}"),
     ("So $\\boxed{2\\frac{1}{2}}$.", "\\frac52"),
     ("So $\\boxed{52_8}$.", "52_8"),

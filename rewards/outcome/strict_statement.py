@@ -134,7 +134,9 @@ def strict_final(text: str) -> Final:
         start, end = group[0].start, box_end
         unit = _unit_after(text, end) if len(group) == 1 else None
         if unit is not None:  # `\boxed{5}\text{ cm}`: the unit is part of the answer
-            contents, end = ("{" + contents[0] + "}" + unit[0],), unit[1]
+            # on the value: `x = 5` cm is `x = 5 cm`; a braced relation cannot carry a unit
+            value = contents[0] if "=" in contents[0] else "{" + contents[0] + "}"
+            contents, end = (value + unit[0],), unit[1]
         in_group = {id(b) for b in group}
         others = [b.content(text).strip() for b in all_boxes if id(b) not in in_group]
         others += [m.group(1).strip() for m in gsm]

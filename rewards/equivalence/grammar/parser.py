@@ -218,6 +218,8 @@ class _Parser:
         while True:
             if node[0] in _MARKED and (self.at("op", "%", "deg") or self._unit_next()):
                 raise Unrecognized(f"second unit: {self.peek().text}")  # `5\\%\\%`, `{5 cm} inches`
+            if node[0] in ("rel", "in") and (self.at("op", "%", "deg") or self._unit_next()):
+                raise Unrecognized(f"unit on a relation: {self.peek().text}")  # `{g(x) = 2} cm` hides the name
             if self.at("op", "!"):
                 self.take()
                 node = ("fact", node)
