@@ -122,3 +122,45 @@ def test_redteam_hedges_and_functions_find_nothing_under_lenient_bounded():
     assert {r[0] for r in rows} == {"hedges", "functions"}
     exploits = [(r[0], r[1][-80:]) for r in rows if r[4]]
     assert not exploits, exploits
+
+
+# natural forms the issue listed as not paid: a percent written apart, chat-template end tokens,
+# bold answer lines
+NATURAL_FORMS_ISSUE_31 = [
+    ("The answer is 28 percent.", "28\\%"),
+    ("The answer is $28$ %.", "28\\%"),
+    ("#### 28 %", "28\\%"),
+    ("#### 18<|im_end|>", "18"),
+    ("The answer is 18.</s>", "18"),
+    ("The answer is 18<|endoftext|>", "18"),
+    ("So 9*2 = 18.\nThe answer is 18<|im_end|>\n<|im_start|>user\nNext question", "18"),
+    ("So the answer is $\\boxed{18}$<|eot_id|>", "18"),
+    ("**Answer: 18**", "18"),
+    ("**Final Answer:** 18", "18"),
+    ("### Final Answer\n**18**", "18"),
+    ("Therefore, the answer is **18**.", "18"),
+]
+
+
+@pytest.mark.parametrize("text,gold", NATURAL_FORMS_ISSUE_31)
+def test_natural_forms_of_issue_31_are_paid(text, gold):
+    assert lenient(text, gold).score == 1.0, lenient(text, gold)
+
+
+@pytest.mark.parametrize("text,gold", [
+    ("The answer is 17<|im_end|><|im_start|>user\nThe answer is 18", "18"),  # a turn after the end token
+    ("$\\boxed{17}$<|im_end|><|im_start|>user\n$\\boxed{18}$", "18"),
+    ("#### 17</s>\n#### 18", "18"),
+    ("The answer is 28 percent or 29 percent.", "29\\%"),
+    ("The answer is 28 percent (approximately).", "28\\%"),
+    ("The answer is 0.28 percent.", "28\\%"),
+])
+def test_what_follows_an_end_token_or_a_percent_word_is_not_read_as_the_answer(text, gold):
+    assert lenient(text, gold).score == 0.0, lenient(text, gold)
+
+
+def test_end_of_turn_split_is_linear():
+    t0 = time.perf_counter()
+    lenient("<|im" * 50_000 + "The answer is 18.")
+    lenient("</" * 50_000 + "The answer is 18.")
+    assert time.perf_counter() - t0 < 5.0

@@ -14,7 +14,8 @@ comparison right before the answer ("is not 18", "at least 18"), a hedge anywher
 sentence ("maybe", "could", "probably"), alternatives or conditions after it ("18 or 17",
 "18 (or 17 if ...)", "18 or more", "18?"), a parenthesised remark or an adverb after it
 ("18 (approximately)", "18 roughly"; a parenthesis that starts with a reason word is a reason,
-not a remark). Linear-time regex tokenising of a capped span.
+not a remark). The word "percent" right after the value is its percent sign ("28 percent" is
+`28\\%`). Linear-time regex tokenising of a capped span.
 """
 
 from __future__ import annotations
@@ -189,7 +190,13 @@ def read_span(span: str, first: bool = True) -> Reading:
     if _negated_before(toks, runs, group[0].start):
         return Reading(None, HEDGED)
     parts = [r.text for r in group]
-    if _bad_after(toks[group[-1].end:], first, [r.text for r in runs if r.start >= group[-1].end], parts):
+    after = toks[group[-1].end:]
+    k = next((i for i, t in enumerate(after) if t[0] != "ws"), None)
+    if k is not None and after[k][0] == "word" and after[k][1].lower() == "percent" and \
+            not parts[-1].rstrip().endswith("%"):
+        parts[-1] += "\\%"  # "28 percent" is the answer 28%, not 28 followed by a word
+        after = after[k + 1:]
+    if _bad_after(after, first, [r.text for r in runs if r.start >= group[-1].end], parts):
         return Reading(None, HEDGED)
     return Reading(parts[0] if len(parts) == 1 else ", ".join(parts))
 

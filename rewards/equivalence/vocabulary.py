@@ -31,7 +31,7 @@ VALUE_COMMANDS = VALUE_FUNCTIONS | frozenset({
     "mathit", "mbox", "emph", "left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl",
     "Bigr", "biggl", "biggr", "displaystyle", "limits", "quad", "qquad", "enspace", "thinspace",
     "dots", "ldots", "cdots", "prime", "angle", "triangle", "dagger", "boxed", "fbox",
-    "pm", "mp",  # `a \\pm b` writes two values: a list, which never equals one value
+    "pm",  # `a \\pm b` writes two values: a list, which never equals one value
     # names: Greek letters and decorations
     "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta",
     "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "rho", "varrho", "sigma", "tau", "upsilon",
