@@ -22,7 +22,7 @@ the worker's memory are gone before the next job of the slot starts, or the slot
 Each bwrap/process slot also gets its own memory + pids cgroup when the host allows it (v1,
 or delegated v2); docker uses the engine's cgroup.
 
-What is NOT protected: kernel exploits through the syscalls the seccomp denylist allows (every
+What is NOT protected: kernel exploits through the syscalls the seccomp allowlist lets through (every
 backend installs it; docker stacks the engine's default profile on top; all share the host
 kernel), CPU contention between jobs, timing side channels;
 without a cgroup a job forking to its process limit can use up to nproc x memory_mb. The `process`

@@ -53,7 +53,7 @@ from residue import Residue  # noqa: E402
 
 try:
     import seccomp_filter
-except ImportError:  # the wall did not provide it: jobs run without the denylist
+except ImportError:  # the wall did not provide it: jobs run without the allowlist
     seccomp_filter = None
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -187,7 +187,7 @@ class Worker:
 
 
 def _probe_seccomp():
-    """Can a job install the denylist here? Tried once, in a throwaway child."""
+    """Can a job install the seccomp filter here? Tried once, in a throwaway child."""
     if seccomp_filter is None:
         return False
     pid = os.fork()
