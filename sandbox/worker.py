@@ -91,6 +91,7 @@ class Worker:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.seccomp = _probe_seccomp()
         # Last, before any job: the process jobs are forked from (None: plain forks, see Forker)
+        self.forker = None
         self.forker = Forker(self) if NR_CLONE else None
 
     def run_job(self, head, payload):
@@ -101,6 +102,10 @@ class Worker:
         err_r, err_w = os.pipe()
         try:
             pid = self._spawn(req_r, out_w, err_w, (req_w, out_r, err_r))
+        except BaseException:
+            for fd in (req_w, out_r, err_r):
+                os.close(fd)
+            raise
         finally:
             for fd in (req_r, out_w, err_w):
                 os.close(fd)
