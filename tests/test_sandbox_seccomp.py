@@ -136,6 +136,9 @@ REFUSED = {
     "prctl": (157, (3,), "ok", "EPERM"),
     "setuid": (105, ("uid",), "ok", "EPERM"),
     "ioctl_TIOCSTI": (16, (1, 0x5412, 0), "ENOTTY", "EPERM"),
+    # the kernel reads an unsigned int command: high bits must not hide one from the filter
+    "ioctl_TIOCSTI_high_bits": (16, (1, (1 << 32) | 0x5412, 0), "ENOTTY", "EPERM"),
+    "fcntl_F_SETLK_high_bits": (72, (0, (1 << 32) | 6, 0), "EPERM", "EPERM"),
     "pidfd_getfd": (438, ("pid", 0, 0), "EBADF", "ENOSYS"),
     "landlock_create_ruleset": (444, (0, 0, 1), "ok", "ENOSYS"),
     "clone3": (435, (0, 0), "ENOSYS", "ENOSYS"),
@@ -179,3 +182,16 @@ def test_a_subprocess_inherits_the_filter(sb):
     inner = "import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.syscall(101, 0), ctypes.get_errno())"
     r = sb.run(f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {inner!r}])")
     assert r.stdout == "-1 1\n", r.stderr
+
+
+def test_the_i386_entry_point_is_refused(sb):
+    # int 0x80 from machine code the job maps itself: the i386 table, where every number means
+    # another call (getpid is 20 there); the filter refuses any arch but x86-64 (EPERM = -1),
+    # on the host the same bytes return the pid
+    code = ("import ctypes, mmap, os\n"
+            "m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+            "m.write(bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20; int 0x80; ret\n"
+            "f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))\n"
+            "print(f() == -1, os.getpid() > 0)")
+    r = sb.run(code)
+    assert (r.stdout, r.exit_code) == ("True True\n", 0), r.stderr
