@@ -77,33 +77,30 @@ def test_signals_to_the_worker_and_forker_do_not_stop_the_next_job(sb):
     assert (nxt.stdout, nxt.exit_code) == ("42\n", 0), nxt.stderr
 
 
-def _unit_processes(sb) -> dict[int, tuple[int, bytes]]:
-    """pid -> (parent pid, argv[2]: the script) for every host process of the slot's unit."""
-    procs = {}
+def _worker_processes(sb) -> dict[int, int]:
+    """pid -> parent pid of the host processes running this slot's worker code (the worker and
+    its forker; no job runs now), told by the slot's unique uid in the worker's config."""
+    tag = f'"gid": {sb._slots[0].spec.uid},'.encode()
+    found = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    data = f.read()
                 with open(f"/proc/{name}/cmdline", "rb") as f:
                     argv = f.read().split(b"\0")
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
             except OSError:
                 continue
-            procs[int(name)] = (int(data[data.rindex(b")") + 2:].split()[1]), argv[2] if len(argv) > 2 else b"")
-    root = sb._slots[0].proc.pid  # bwrap, or the worker itself (process backend)
-    unit, frontier = {root: procs[root]}, {root}
-    while frontier:
-        frontier = {p for p, (pp, _) in procs.items() if pp in frontier}
-        unit.update({p: procs[p] for p in frontier})
-    return unit
+            if len(argv) > 3 and argv[2].endswith(b"worker.py") and tag in argv[3]:
+                found[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+    return found
 
 
 def test_a_forker_that_is_gone_fails_one_job_with_a_reason_then_the_unit_is_replaced(sb):
     assert sb.run("print(1)").stdout == "1\n"  # the unit is up
-    unit = _unit_processes(sb)
-    workers = {p for p, (_, arg) in unit.items() if arg.endswith(b"worker.py")}
-    forkers = [p for p in workers if unit[p][0] in workers]  # the worker's child running its code
-    assert len(forkers) == 1, unit
+    workers = _worker_processes(sb)
+    forkers = [p for p, pp in workers.items() if pp in workers]  # the worker's child
+    assert len(workers) == 2 and len(forkers) == 1, workers
     os.kill(forkers[0], signal.SIGKILL)
     time.sleep(0.1)
     r = sb.run("print(2)")
