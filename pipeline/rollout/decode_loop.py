@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.masks import forward_mask
+
 # generation_config fields that make generate add a logits processor even when greedy.
 _PROCESSOR_FIELDS = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0,
                      "bad_words_ids": None, "suppress_tokens": None, "begin_suppress_tokens": None,
@@ -56,7 +58,8 @@ def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, *, max_new_t
     rows = input_ids.shape[0]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     if cache is None:
-        out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+        out = model(input_ids=input_ids, attention_mask=forward_mask(model, attention), position_ids=positions,
+                    use_cache=True,
                     logits_to_keep=1)
     else:
         out = model(input_ids=input_ids[:, -1:], attention_mask=attention, position_ids=positions[:, -1:],

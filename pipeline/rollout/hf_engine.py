@@ -16,6 +16,10 @@ softmax(logits / temperature) (temperature 1 when greedy), the distribution the 
 ``token_logprobs`` scores: the behaviour policy of a pipelined trainer. The logits are generate's
 raw ones (``output_logits``), before the warpers and the Gumbel noise.
 
+A chunk whose prompts differ in length is prefilled by ``prefill.shared_prefill`` (one forward per
+row, or per prompt with ``shared_prefill``) with a mask where no pad query row is fully masked
+(pipeline/masks.py); ``generate`` then continues from that cache. Not for a lock-step policy.
+
 ``lockstep=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward
 is a collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
@@ -91,8 +95,12 @@ class HFEngine(RolloutEngine):
             processors = LogitsProcessorList([SeededSampler(
                 [params.seed + k for k in range(start, start + len(chunk))], params)] if seeded else [])
             plain = greedy or seeded
-            prefix = {"past_key_values": shared_prefill(self.model, input_ids.to(device), attention.to(device))} \
-                if self.shared_prefill and n > 1 and width > 1 else {}
+            # A padded chunk is prefilled here, not by generate: its pad queries need a mask that is never
+            # fully masked (pipeline/masks.py). Not for a sharded policy (every rank must run the same forwards).
+            share = self.shared_prefill and n > 1
+            padded = not self.lockstep and not bool(attention.all())
+            prefix = {"past_key_values": shared_prefill(self.model, input_ids.to(device), attention.to(device),
+                                                        share=share)} if (share or padded) and width > 1 else {}
             if self.decode == "loop":
                 if not plain:
                     raise ValueError("rollout.decode=loop samples with per-row seeds: give SamplingParams.seed")
