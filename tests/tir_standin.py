@@ -1,0 +1,93 @@
+"""A scripted stand-in policy for the tool-integrated rollout tests: a real one-layer Qwen2 model whose
+weights make it a bigram table, and a small tokenizer with whole-phrase tokens.
+
+``scripted_policy(codes)`` returns (model, tokenizer, prompts): prompt k's last token is followed by
+one token holding "```python\\n<codes[k]>\\n", then a closing fence token "```" (the code block is
+then closed: the rollout stops and runs it), and after the appended output block (which ends with a
+newline) the model writes "The answer is 42." and its EOS. With ``repeat=True`` the newline is
+followed by prompt 0's code block again, so a completion calls the tool until ``max_tool_calls``.
+
+How the weights do it: attention and MLP outputs are zero, so the last hidden state is the current
+token's embedding (one-hot), and the LM head maps token a to a large logit on ``next[a]``; greedy
+and seeded sampling both pick it (probability 1 - 1e-20). The model runs through the real HF
+engine, the real decode loop with its KV cache, and the hf_process worker (which rebuilds it from
+its config and state dict).
+
+The tokenizer encodes by greedy longest match over its pieces: every printable ASCII character and
+newline, plus the phrases. One piece, "```\\n", spans the boundary between a sampled closing fence
+and the appended output block: re-encoding a joined transcript would merge the two, so a test can
+tell that the rollout never re-encodes.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+PAD, EOS, UNK = 0, 1, 2
+FENCE, ANSWER = "```", "The answer is 42."
+CROSS = "```\n"  # the piece that re-encoding would form across the sampled fence and the appended block
+
+
+class PieceTokenizer:
+    """Enough of a Hugging Face tokenizer for the engines: ``__call__``, ``decode``, pad/eos ids."""
+
+    def __init__(self, phrases: list[str]):
+        chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+        self.pieces = ["<pad>", "<eos>", "\ufffd", *chars, *[p for p in phrases if p not in chars]]
+        self.ids = {p: i for i, p in enumerate(self.pieces)}
+        self.longest = max(len(p) for p in self.pieces)
+        self.pad_token_id, self.eos_token_id = PAD, EOS
+        self.pad_token, self.eos_token = "<pad>", "<eos>"
+
+    def encode(self, text: str) -> list[int]:
+        out, i = [], 0
+        while i < len(text):
+            for n in range(min(self.longest, len(text) - i), 0, -1):
+                if text[i:i + n] in self.ids and self.ids[text[i:i + n]] > UNK:
+                    out.append(self.ids[text[i:i + n]])
+                    i += n
+                    break
+            else:  # a character outside the pieces (a real tokenizer falls back to bytes)
+                out.append(UNK)
+                i += 1
+        return out
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": self.encode(text)}
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return "".join(self.pieces[i] for i in ids if not (skip_special_tokens and i in (PAD, EOS)))
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+
+def scripted_policy(codes: list[str], repeat: bool = False):
+    """(model, tokenizer, prompts) as the module notes say."""
+    prompts = [f"Q{k}:" for k in range(len(codes))]
+    blocks = [f"```python\n{code}\n" for code in codes]
+    tok = PieceTokenizer([*prompts, *blocks, FENCE, CROSS, ANSWER, "```output\n"])
+    nxt = {tok.ids[p]: tok.ids[b] for p, b in zip(prompts, blocks)}
+    nxt.update({tok.ids[b]: tok.ids[FENCE] for b in blocks})
+    for last in ("\n", CROSS):  # the appended output block ends with either
+        nxt[tok.ids[last]] = tok.ids[blocks[0]] if repeat else tok.ids[ANSWER]
+    nxt[tok.ids[ANSWER]] = EOS
+    vocab = len(tok)
+    hidden = -(-vocab // 8) * 8  # room for a one-hot embedding, and an even head size
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=8, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                         tie_word_embeddings=False, pad_token_id=PAD, eos_token_id=EOS, bos_token_id=EOS)
+    model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(torch.eye(vocab, hidden))
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        head = torch.zeros(vocab, hidden)
+        for a in range(vocab):
+            head[nxt.get(a, EOS), a] = 5.0  # the normed one-hot is ~sqrt(vocab) ~ 11: logit ~ 55
+        model.lm_head.weight.copy_(head)
+    model.generation_config.eos_token_id = EOS
+    model.generation_config.pad_token_id = PAD
+    return model, tok, prompts
