@@ -195,3 +195,31 @@ def test_tool_statistics_reach_the_metrics_and_samples():
     from types import SimpleNamespace
     batch = SimpleNamespace(episodes=eps, zero_std_frac=0.0, mismatch={})
     assert step_metrics(cfg, batch, {}, {"rollout": 1.0})["tool/calls"] == m["tool/calls"]
+
+
+@pytest.mark.parametrize("engine", ["hf", "hf_process"])
+def test_training_runs_the_tool_and_logs_it(tiny_setup, tmp_path, engine):
+    """`mathrl train` with rollout.tools=[python] on the scripted policy (tests/tir_standin.py, saved as
+    a model directory): every completion calls the sandbox once, in the synchronous loop (hf) and the
+    pipelined one (hf_process worker); the outputs are in the transcripts the rewards read, the tool
+    statistics in samples.jsonl and metrics.jsonl, and the tool tokens out of the loss's token count."""
+    from pipeline.grpo import trainer
+    from pipeline.grpo.run_log import read_metrics
+    from tests.tir_standin import save_hf_policy
+
+    save_hf_policy(tmp_path / "policy", "print(6 * 7)")
+    pipelined = ["train.async_staleness=1", "rollout.tis_cap=2.0", "rollout.worker_threads=1"]
+    pipelined = pipelined if engine == "hf_process" else []
+    cfg = run_cfg(tiny_setup, f"tir-{engine}", f"model.name_or_path={tmp_path / 'policy'}", "prompt.chat=false",
+                  "rollout.tools=[python]", f"rollout.engine={engine}", "rollout.max_new_tokens=40",
+                  "train.steps=2", "train.save_every=0", *pipelined)
+    run_dir = trainer.train(cfg)
+    rows = read_metrics(run_dir)
+    assert [r["tool/calls"] for r in rows] == [1.0, 1.0] and all(r["tool/errors"] == 0 for r in rows)
+    import json
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(s["tool"]["calls"] == 1 and s["tool_tokens"] > 0 for s in samples)
+    assert all("```output\n42\n```\nThe answer is 42." in s["completion"] for s in samples)
+    # the loss counts policy tokens only: 3 sampled ones (block, fence, answer) + EOS per completion, in
+    # micro-batches of 6 completions (the statistic is per micro-batch); the tool tokens would add 6 each
+    assert all(r["num_tokens"] == pytest.approx(4 * 6) for r in rows), [r.get("num_tokens") for r in rows]

@@ -73,7 +73,40 @@ def scripted_policy(codes: list[str], repeat: bool = False):
     for last in ("\n", CROSS):  # the appended output block ends with either
         nxt[tok.ids[last]] = tok.ids[blocks[0]] if repeat else tok.ids[ANSWER]
     nxt[tok.ids[ANSWER]] = EOS
-    vocab = len(tok)
+    model = _bigram(len(tok), nxt)
+    return model, tok, prompts
+
+
+def save_hf_policy(path, code: str, prompt_end: str = ":") -> None:
+    """The scripted policy as a model directory the trainer loads (``AutoTokenizer`` /
+    ``AutoModelForCausalLM``): a real ``tokenizers`` tokenizer (one token per character, the phrases
+    as added tokens, matched longest first) and the bigram weights. Whatever the prompt, if it ends
+    with ``prompt_end`` the policy writes a ```python block with ``code``, then after its output
+    block "The answer is 42." and EOS."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # byte-level symbols (as GPT-2 / Qwen2 spell bytes) with no merges: one token per character. A qwen2
+    # model directory is loaded as Qwen2Tokenizer, which keeps this vocabulary and the added tokens.
+    chars = [chr(c) for c in range(33, 127)] + ["\u0120", "\u010a", "\u0109"]  # + space, newline, tab
+    vocab = {p: i for i, p in enumerate(["<pad>", "<eos>", "<unk>", *chars])}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    core.decoder = decoders.ByteLevel()
+    block = f"```python\n{code}\n"
+    core.add_tokens([AddedToken(p, normalized=False) for p in (block, FENCE, CROSS, ANSWER, "```output\n")])
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    ids = tok.convert_tokens_to_ids
+    nxt = {ids(prompt_end): ids(block), ids(block): ids(FENCE), ids("\u010a"): ids(ANSWER), ids(CROSS): ids(ANSWER),
+           ids(ANSWER): EOS}
+    model = _bigram(len(tok), nxt)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+def _bigram(vocab: int, nxt: dict[int, int]):
+    """A one-layer Qwen2 model that, at each position, puts all its mass on ``nxt[current token]`` (EOS
+    for any other token)."""
     hidden = -(-vocab // 8) * 8  # room for a one-hot embedding, and an even head size
     config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=8, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
@@ -86,8 +119,8 @@ def scripted_policy(codes: list[str], repeat: bool = False):
             layer.mlp.down_proj.weight.zero_()
         head = torch.zeros(vocab, hidden)
         for a in range(vocab):
-            head[nxt.get(a, EOS), a] = 5.0  # the normed one-hot is ~sqrt(vocab) ~ 11: logit ~ 55
+            head[nxt.get(a, EOS), a] = 5.0  # the normed one-hot is ~sqrt(hidden) ~ 11: logit ~ 55
         model.lm_head.weight.copy_(head)
     model.generation_config.eos_token_id = EOS
     model.generation_config.pad_token_id = PAD
-    return model, tok, prompts
+    return model
