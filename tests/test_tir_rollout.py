@@ -157,6 +157,8 @@ def test_tools_config_is_checked():
         load_run_config(None, ["rollout.tools=[python]", "rollout.engine=vllm"])
     with pytest.raises(ConfigError, match="must not repeat"):
         load_run_config(None, ["rollout.tools=[python, python]"])
+    with pytest.raises(ConfigError, match="FSDP"):
+        load_run_config(None, ["rollout.tools=[python]", "train.fsdp=true"])
     assert load_run_config(None, ["rollout.tools=[python]"]).rollout.tools == ["python"]
     assert load_run_config(None, []).rollout.tools == []
 

@@ -114,6 +114,25 @@ def test_loss_and_gradient_ignore_tool_positions(cfg, process):
     assert not torch.allclose(run(moved)[2], grad_a, atol=1e-7)
 
 
+def test_process_advantages_are_zero_at_tool_tokens(monkeypatch):
+    """Step rewards whose steps end inside a tool span still credit the policy tokens before them; the
+    tool tokens themselves get no advantage (and the same values as without the mask elsewhere)."""
+    from pipeline.grpo import batch as batch_module
+
+    cfg = load_run_config(None, ["train.advantage=process", "rollout.group_size=4"])
+    eps = _episodes()
+    for k, e in enumerate(eps):
+        e.step_ends, e.step_rewards = [4, len(e.completion_ids) - 1], [0.5 * (k % 3) - 0.5, float(k % 2)]
+    monkeypatch.setattr(batch_module, "add_step_rewards", lambda *a, **k: None)  # the steps are set above
+    packed = pack(eps, 0)
+    mask = loss_mask(cfg, eps, packed)
+    adv = batch_module._advantages(cfg, eps, packed, mask, None, None, None)
+    full = batch_module._advantages(cfg, eps, packed, packed.completion_mask, None, None, None)
+    tool = packed.completion_mask.bool() & ~mask.bool()
+    assert bool((adv[tool] == 0).all()) and bool((full[tool] != 0).any())
+    assert torch.equal(adv[mask.bool()], full[mask.bool()])
+
+
 def test_tis_statistics_ignore_tool_positions():
     eps = _episodes()
     packed = pack(eps, 0)

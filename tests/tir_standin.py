@@ -63,8 +63,12 @@ class PieceTokenizer:
         return len(self.pieces)
 
 
-def scripted_policy(codes: list[str], repeat: bool = False):
-    """(model, tokenizer, prompts) as the module notes say."""
+def scripted_policy(codes: list[str], repeat: bool = False, newline_after_fence: bool = False,
+                    layers: int = 1, hidden: int = 0, intermediate: int = 8):
+    """(model, tokenizer, prompts) as the module notes say. ``newline_after_fence``: a rollout without
+    tools goes on after the fence with a newline, then the answer (the same text less the output
+    block); ``layers`` / ``hidden`` / ``intermediate``: a model that costs as much per token as a real
+    one of that size (the extra layers compute and add nothing)."""
     prompts = [f"Q{k}:" for k in range(len(codes))]
     blocks = [f"```python\n{code}\n" for code in codes]
     tok = PieceTokenizer([*prompts, *blocks, FENCE, CROSS, ANSWER, "```output\n"])
@@ -73,7 +77,9 @@ def scripted_policy(codes: list[str], repeat: bool = False):
     for last in ("\n", CROSS):  # the appended output block ends with either
         nxt[tok.ids[last]] = tok.ids[blocks[0]] if repeat else tok.ids[ANSWER]
     nxt[tok.ids[ANSWER]] = EOS
-    model = _bigram(len(tok), nxt)
+    if newline_after_fence:
+        nxt[tok.ids[FENCE]] = tok.ids["\n"]
+    model = _bigram(len(tok), nxt, layers, hidden, intermediate)
     return model, tok, prompts
 
 
@@ -104,11 +110,11 @@ def save_hf_policy(path, code: str, prompt_end: str = ":") -> None:
     tok.save_pretrained(path)
 
 
-def _bigram(vocab: int, nxt: dict[int, int]):
-    """A one-layer Qwen2 model that, at each position, puts all its mass on ``nxt[current token]`` (EOS
-    for any other token)."""
-    hidden = -(-vocab // 8) * 8  # room for a one-hot embedding, and an even head size
-    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=8, num_hidden_layers=1,
+def _bigram(vocab: int, nxt: dict[int, int], layers: int = 1, hidden: int = 0, intermediate: int = 8):
+    """A Qwen2 model that, at each position, puts all its mass on ``nxt[current token]`` (EOS for any
+    other token)."""
+    hidden = max(hidden, -(-vocab // 8) * 8)  # room for a one-hot embedding, and an even head size
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
                          tie_word_embeddings=False, pad_token_id=PAD, eos_token_id=EOS, bos_token_id=EOS)
     model = Qwen2ForCausalLM(config)

@@ -348,6 +348,9 @@ def check_run(cfg) -> None:
     if cfg.threads < 0:
         raise ConfigError(f"threads must be >= 0 (0 = torch's default), got {cfg.threads}")
     check_pipelined(cfg)
+    if cfg.rollout.tools and cfg.train.fsdp:  # the decode loop of the multi-turn rollout is not lock-step
+        raise ConfigError(f"rollout.tools={cfg.rollout.tools} is not supported on an FSDP-sharded policy: set "
+                          "train.fsdp=false or rollout.tools=[]")
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")
