@@ -210,6 +210,11 @@ def test_tool_statistics_reach_the_metrics_and_samples():
     for e in plain:
         e.tool_stats, e.tool_spans = {}, []
     assert tool_metrics(plain) == {} and "tool" not in plain[0].record()
+    from pipeline.grpo.run_log import panels_for
+
+    titles = [t for t, _, _ in panels_for([{"step": 1, "reward/mean": 0.0, **m}])]
+    assert any(t.startswith("tool calls") for t in titles)
+    assert not any(t.startswith("tool calls") for t in [t for t, _, _ in panels_for([{"step": 1, "reward/mean": 0}])])
     cfg = load_run_config(None, [])
     from types import SimpleNamespace
     batch = SimpleNamespace(episodes=eps, zero_std_frac=0.0, mismatch={})
