@@ -167,6 +167,7 @@ BAD: dict[str, str | list[str]] = {
     "train.dynamic_sampling": "maybe",
     "train.max_resample_rounds": "-1",
     "train.mask_truncated": "maybe",
+    "train.void_turn_filter": "true",  # without rollout.tools
     "train.save_every": "-1",
     "train.keep_checkpoints": "0",
     "train.resume": "nevr",

@@ -37,6 +37,7 @@ def test_stop_run_resume():
     assert s.tool_stats["sandbox_s"] > 0
     [(a, b)] = s.tool_spans
     assert tok.decode(s.completion_ids[a:b]) == "\n```output\n42\n```\n"  # exactly the tool's tokens
+    assert s.turns == ["```python\nx = 6 * 7\nprint(x)\n```", ANSWER]  # the policy's own text, turn by turn
 
 
 def test_ids_are_the_generated_then_the_appended_ids():

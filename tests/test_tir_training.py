@@ -19,6 +19,7 @@ from pipeline.grpo.batch import finish_batch, loss_mask
 from pipeline.grpo.components import TrainState, build_policy
 from pipeline.grpo.episodes import Episode, pack
 from pipeline.grpo.tool_stats import tool_metrics
+from pipeline.grpo.void_turns import has_void_turn, void_turn
 from pipeline.grpo.trainer import optimise, step_metrics
 from pipeline.rollout.tis import tis_weights
 from tests.test_trainer import run_cfg
@@ -247,3 +248,25 @@ def test_training_runs_the_tool_and_logs_it(tiny_setup, tmp_path, engine):
     # the loss counts policy tokens only: 3 sampled ones (block, fence, answer) + EOS per completion, in
     # micro-batches of 6 completions (the statistic is per micro-batch); the tool tokens would add 6 each
     assert all(r["num_tokens"] == pytest.approx(4 * 6) for r in rows), [r.get("num_tokens") for r in rows]
+
+
+def test_void_turns_are_found_and_filtered():
+    """SimpleTIR's void turn: neither a closed python block nor a final answer. Under
+    train.void_turn_filter a tool-using completion with one leaves the loss; the others stay."""
+    assert not void_turn("Let me compute.\n```python\nprint(2 ** 10)\n```")
+    assert not void_turn("So the total is 1024.\n#### 1024") and not void_turn("The answer is \\boxed{7}.")
+    assert void_turn("Hmm, that output looks odd. Let me think again") and void_turn("```python\nprint(1)\n")
+    eps = _episodes()
+    for e in eps:
+        e.turns = ["```python\nprint(6 * 7)\n```", "#### 42"]
+    eps[1].turns = ["```python\nprint(6 * 7)\n```", "that is strange"]  # a void last turn
+    eps[2].turns, eps[2].tool_spans = ["no code, no answer"], []  # never called the tool: not filtered
+    assert [has_void_turn(e) for e in eps[:3]] == [False, True, False]
+    packed = pack(eps, 0)
+    plain = loss_mask(load_run_config(None, ["rollout.tools=[python]"]), eps, packed)
+    filtered = loss_mask(load_run_config(None, ["rollout.tools=[python]", "train.void_turn_filter=true"]), eps, packed)
+    assert filtered[1].sum() == 0 and plain[1].sum() > 0
+    assert torch.equal(torch.cat([filtered[:1], filtered[2:]]), torch.cat([plain[:1], plain[2:]]))
+    assert tool_metrics(eps)["tool/void_frac"] == pytest.approx(1 / len(eps))
+    with pytest.raises(ConfigError, match="void_turn_filter"):
+        load_run_config(None, ["train.void_turn_filter=true"])

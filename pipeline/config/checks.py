@@ -348,6 +348,8 @@ def check_run(cfg) -> None:
     if cfg.threads < 0:
         raise ConfigError(f"threads must be >= 0 (0 = torch's default), got {cfg.threads}")
     check_pipelined(cfg)
+    if cfg.train.void_turn_filter and not cfg.rollout.tools:
+        raise ConfigError("train.void_turn_filter filters multi-turn tool use: it needs rollout.tools=[python]")
     if cfg.rollout.tools and cfg.train.fsdp:  # the decode loop of the multi-turn rollout is not lock-step
         raise ConfigError(f"rollout.tools={cfg.rollout.tools} is not supported on an FSDP-sharded policy: set "
                           "train.fsdp=false or rollout.tools=[]")

@@ -349,6 +349,8 @@ class TrainConfig:
     """Dynamic sampling: extra rollout rounds allowed per step."""
     mask_truncated: bool = False
     """Exclude completions that hit max_new_tokens from the loss."""
+    void_turn_filter: bool = False
+    """rollout.tools: drop from the loss every completion that called the tool and has a void turn, a policy turn with neither a closed ```python block nor a final answer (SimpleTIR, Xue et al. 2025, arXiv:2509.02479; pipeline/grpo/void_turns.py)."""
     forward_layout: Literal["padded", "trimmed", "shared_prompt"] = "padded"
     """How the log-prob forwards (old/reference log-probs and the update) lay a micro-batch out: `padded` at the batch's full width; `trimmed` without the columns no row of the micro-batch uses; `shared_prompt` also forwards each group's shared prompt once, its completions on top of its KV cache. The same log-probs and gradients up to float rounding (pipeline/grpo/packing.py)."""
     skip_zero_advantage: bool = False

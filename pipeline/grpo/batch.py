@@ -29,6 +29,7 @@ from pipeline.grpo.components import TrainState, reference_mode
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.precision import autocast_for
+from pipeline.grpo.void_turns import has_void_turn
 from pipeline.grpo.episode_rewards import add_step_rewards, reward_episodes
 from pipeline.parallel import distributed
 from pipeline.prompts import build_prompt
@@ -194,7 +195,7 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
                        gold=p["answer"], engine_logprobs=s.logprobs, question=p["question"],
-                       tool_spans=list(s.tool_spans), tool_stats=dict(s.tool_stats))
+                       tool_spans=list(s.tool_spans), tool_stats=dict(s.tool_stats), turns=list(s.turns))
                for j, s in enumerate(group)]
               for qi, (p, group) in enumerate(zip(problems, samples))]
     with timed(timer, "reward"):
@@ -215,12 +216,14 @@ def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
 def loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:
     """[N, T] the tokens the update learns from: the completion's, less the tool-output tokens of
     ``rollout.tools`` (``Episode.tool_spans``: the sandbox wrote them, not the policy), and less whole
-    completions cut at max_new_tokens under ``train.mask_truncated``. The one mask of the batch
+    completions cut at max_new_tokens under ``train.mask_truncated`` or with a void turn under
+    ``train.void_turn_filter`` (void_turns.py). The one mask of the batch
     (``Batch.mask``): the loss, the KL (in the loss or the reward), the entropy, the importance-weight
     statistics, the process advantages and the zero-advantage skipping all take it."""
     mask = packed.completion_mask.clone()
     for i, e in enumerate(episodes):
-        if cfg.train.mask_truncated and e.finish_reason == "length":
+        if cfg.train.mask_truncated and e.finish_reason == "length" or \
+                cfg.train.void_turn_filter and has_void_turn(e, cfg.reward.style):
             mask[i] = 0
         for start, end in e.tool_spans:
             mask[i, start:end] = 0

@@ -37,6 +37,7 @@ class Episode:
     question: str = ""  # the problem text without the prompt template (a process reward model reads it)
     tool_spans: list[tuple[int, int]] = field(default_factory=list)  # rollout.tools: tool-output tokens [start, end)
     tool_stats: dict[str, float] = field(default_factory=dict)  # rollout.tools: calls, errors, timeouts, sandbox_s
+    turns: list[str] = field(default_factory=list)  # rollout.tools: the text of each policy turn
 
     def record(self) -> dict:
         """The rollout record written to samples.jsonl (one JSON line)."""

@@ -1,13 +1,15 @@
 """The step's tool-use statistics for metrics.jsonl (``rollout.tools``): per-completion means of the
-calls, failed calls, timed-out calls, sandbox seconds and tool-output tokens, and the step's total
-sandbox seconds. Nothing when no completion of the step carries tool statistics (tools off)."""
+calls, failed calls, timed-out calls, sandbox seconds and tool-output tokens, the step's total
+sandbox seconds, and the share of completions with a void turn (void_turns.py; dropped from the
+loss under train.void_turn_filter). Nothing when no completion of the step carries tool statistics (tools off)."""
 
 from __future__ import annotations
 
 from pipeline.grpo.episodes import Episode
+from pipeline.grpo.void_turns import has_void_turn
 
 
-def tool_metrics(episodes: list[Episode]) -> dict[str, float]:
+def tool_metrics(episodes: list[Episode], style: str = "auto") -> dict[str, float]:
     if not episodes or not any(e.tool_stats for e in episodes):
         return {}
     n = len(episodes)
@@ -19,4 +21,5 @@ def tool_metrics(episodes: list[Episode]) -> dict[str, float]:
             "tool/sandbox_s": mean("sandbox_s"),
             "tool/used_frac": sum(e.tool_stats.get("calls", 0) > 0 for e in episodes) / n,
             "tool/tokens": sum(b - a for e in episodes for a, b in e.tool_spans) / n,
-            "tool/sandbox_s_total": n * mean("sandbox_s")}
+            "tool/sandbox_s_total": n * mean("sandbox_s"),
+            "tool/void_frac": sum(has_void_turn(e, style) for e in episodes) / n}

@@ -312,7 +312,7 @@ def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:
         "groups": len({e.group for e in eps}), **update, **batch.mismatch,
         "tokens_per_s": timer.get("gen_tokens", 0) / max(timer.get("rollout", 1e-9), 1e-9),
     })
-    metrics.update(tool_metrics(eps))  # rollout.tools only
+    metrics.update(tool_metrics(eps, cfg.reward.style))  # rollout.tools only
     metrics.update({f"time/{k}": v for k, v in timer.items() if k != "gen_tokens"})
     return metrics
 

@@ -49,6 +49,7 @@ class Sample:
     # sampled), and the completion's tool statistics (calls, errors, timeouts, sandbox_s); empty without tools
     tool_spans: list[tuple[int, int]] = field(default_factory=list)
     tool_stats: dict[str, float] = field(default_factory=dict)
+    turns: list[str] = field(default_factory=list)  # rollout.tools: the text of each policy turn
 
 
 class EngineError(RuntimeError):

@@ -183,7 +183,7 @@ class HFEngine(RolloutEngine):
             results[i].append(Sample(
                 prompt=prompts[i], prompt_ids=ids, completion=self.tokenizer.decode(t.ids, skip_special_tokens=True),
                 completion_ids=t.ids, finish_reason=t.finish_reason, logprobs=t.logprobs if params.logprobs else None,
-                tool_spans=t.tool_spans, tool_stats=t.stats()))
+                tool_spans=t.tool_spans, tool_stats=t.stats(), turns=t.turns))
         return results
 
 

@@ -44,6 +44,7 @@ class Transcript:
     logprobs: list[float] = field(default_factory=list)  # 0.0 at tool tokens (the engine did not sample them)
     tool_spans: list[tuple[int, int]] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
+    turns: list[str] = field(default_factory=list)  # the text of each policy turn (SimpleTIR's void-turn filter)
     finish_reason: str = "stop"
 
     def stats(self) -> dict[str, float]:
@@ -89,7 +90,8 @@ def multi_turn(decode_rows: DecodeRows, prompt_ids: list[list[int]], tokenizer, 
             t.ids += new
             t.logprobs += logprobs[k] if logprobs is not None else [0.0] * len(new)
             ended = bool(new) and new[-1] in eos_ids
-            text = "" if ended else tokenizer.decode(new, skip_special_tokens=True)
+            text = tokenizer.decode(new, skip_special_tokens=True)
+            t.turns.append(text)
             code = closed_code(text) if not ended and len(t.calls) < max_calls else None
             if code is not None and len(t.ids) < max_new_tokens:
                 waiting.append((j, code, text))
