@@ -85,6 +85,8 @@ WRONG = {
     "unit after a box that names another function": ("so $\\boxed{g(x) = 2}$ cm.", "f(x) = 2"),
     "unit on a braced relation": ("so $\\boxed{{g(x) = 2}\\text{ cm}}$.", "f(x) = 2"),
     "percent on a braced relation": ("so $\\boxed{{g(x) = 2}\\%}$.", "f(x) = 2"),
+    "unit inside an expression": ("so $\\boxed{2 + 3 \\text{ cm}}$.", "5 \\text{ inches}"),
+    "unit after a box with an expression": ("so $\\boxed{x = 2+3}\\text{ cm}$.", "5 \\text{ inches}"),
 }
 
 
@@ -135,6 +137,8 @@ RIGHT = [
     ("So the side is $\\boxed{5}$ cm.<|im_end|>", "5"),
     ("So the side is $\\boxed{5}\\text{ m}$.", "5"),
     ("So the side is $\\boxed{x = 5}$ cm.", "5"),
+    ("So the side is $\\boxed{x = 2+3}$ cm.", "5 \\text{ cm}"),
+    ("So the lengths are $\\boxed{5 \\text{ cm}, 6 \\text{ cm}}$.", "5, 6"),
     ("So $\\boxed{\\text{East}}$.", "\\text{east}"),
     ("So $\\boxed{2\\frac{1}{2}}$.", "\\frac52"),
     ("So $\\boxed{52_8}$.", "52_8"),

@@ -135,7 +135,8 @@ def strict_final(text: str) -> Final:
         unit = _unit_after(text, end) if len(group) == 1 else None
         if unit is not None:  # `\boxed{5}\text{ cm}`: the unit is part of the answer
             # on the value: `x = 5` cm is `x = 5 cm`; a braced relation cannot carry a unit
-            value = contents[0] if "=" in contents[0] else "{" + contents[0] + "}"
+            eq = contents[0].rfind("=") + 1
+            value = contents[0][:eq] + "{" + contents[0][eq:] + "}"
             contents, end = (value + unit[0],), unit[1]
         in_group = {id(b) for b in group}
         others = [b.content(text).strip() for b in all_boxes if id(b) not in in_group]

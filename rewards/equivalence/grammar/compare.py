@@ -11,7 +11,8 @@ Shapes first, values second:
 - Lists are multisets, tuples ordered (a bare list equals a tuple in the same order), sets
   multisets without repeats, intervals need the same brackets, matrices the same shape.
 - Units are compared as units (`5.4` dollars is not `5.4` cents); an answer without a unit
-  equals the gold's value when the gold has one, and the other way round.
+  equals the gold's value when the gold has one, and the other way round. A unit belongs to a
+  whole value: one inside an expression (`2 + 3 \\text{ cm}`) makes the value equal nothing.
 - Percent and degree marks (`50\\%`, `50 percent`; `30^\\circ`, `30 \\text{ degrees}`) are decided
   by the gold's own form (`compare(pred, gold)`, mode "gold"): a marked answer is paid only when
   the gold carries the same mark (a percentage is not a count, an angle not a length, so
@@ -228,6 +229,8 @@ def _value(a, b, deadline) -> bool:
                 all(_value(x, y, deadline) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)))
     if ka in ("rel", "in") or kb in ("rel", "in"):
         return _answer(a, b, deadline)  # an item of a list: `x = 1, y = 2` against `1, 2`
+    if _inner_unit(a) or _inner_unit(b):
+        return False  # `2 + 3 \\text{ cm}`: a unit inside an expression is compared with nothing
     ra, rb = rational(a), rational(b)
     if ra is not None and rb is not None:
         return ra == rb
@@ -240,6 +243,17 @@ def _value(a, b, deadline) -> bool:
     if status == TIMEOUT:
         raise Timeout
     return status == EQUAL
+
+
+def _inner_unit(n) -> bool:
+    """A unit anywhere inside a value's expression (its own top-level unit is already stripped)."""
+    if not isinstance(n, tuple) or not n:
+        return False
+    if not isinstance(n[0], str):  # a sequence of nodes (the terms of an add or mul)
+        return any(_inner_unit(x) for x in n)
+    if n[0] == "unit":
+        return True
+    return any(_inner_unit(x) for x in n[1:] if isinstance(x, tuple))
 
 
 def _collection(a, b, deadline) -> bool:
