@@ -26,12 +26,12 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,dri
 timeout -k 10 "${SMOKE_TIMEOUT:-200}" "$py" benchmarks/gpu_smoke.py --device "$device" 2>&1 | tee "$out/gpu_smoke.log" \
   | grep --line-buffered '^gpu-smoke:'
 smoke_rc=${PIPESTATUS[0]}
-[ "$smoke_rc" = 0 ] || tail -n 5 "$out/gpu_smoke.log" | sed 's/^/gpu-check: smoke log: /'
+[ "$smoke_rc" = 0 ] || { tail -n 5 "$out/gpu_smoke.log"; echo; } | sed '/^$/d; s/^/gpu-check: smoke log: /'
 timeout -k 10 "${PROBE_TIMEOUT:-250}" "$py" benchmarks/gpu_probe.py --device "$device" \
   --budget-s "${PROBE_BUDGET:-180}" --out "$out/gpu_probe.json" 2>&1 | tee "$out/gpu_probe.log" \
   | grep --line-buffered '^gpu-probe:'
 probe_rc=${PIPESTATUS[0]}
-[ "$probe_rc" = 0 ] || tail -n 5 "$out/gpu_probe.log" | sed 's/^/gpu-check: probe log: /'
+[ "$probe_rc" = 0 ] || { tail -n 5 "$out/gpu_probe.log"; echo; } | sed '/^$/d; s/^/gpu-check: probe log: /'
 
 "$py" - "$out" "$smoke_rc" "$probe_rc" "$(( $(date +%s) - t0 ))" <<'EOF'
 import json, sys

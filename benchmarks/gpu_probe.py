@@ -21,7 +21,8 @@ clipping, AdamW) after one warm-up update (so AdamW's moments exist, as in every
 first), and measures per phase the peak of ``torch.cuda.max_memory_allocated`` against the
 `mathrl plan` figure of the same phase (without its assumed CUDA context, which the allocator does
 not see): rollout (HF generate through the project's HFEngine, with tokens/s), log-probs (the
-no-grad reference pass) and update (with seconds per micro-batch and per optimizer step). It also
+no-grad reference pass), update (forward and backward, with seconds per micro-batch) and step (grad
+clipping and AdamW, with its seconds). It also
 checks that log-probs with left padding are finite, both with the project's masks
 (pipeline/masks.py) and with the plain 2D padding mask of before, and runs each SDPA backend
 on a mask with fully masked rows and on the project's mask. A JSON is written after every case
@@ -169,7 +170,7 @@ def update(cfg, policy, packed, ref_logp, opt, rows: slice, meter_device: str) -
         opt.zero_grad(set_to_none=True)
     return {"loss": float(loss.detach()), "grad_norm": float(norm), "entropy_finite": bool(torch.isfinite(ent).all()),
             "micro_batch_s": fwd.seconds, "optimizer_step_s": step.seconds,
-            "peak": max(p for p in (fwd.peak, step.peak) if p is not None) if fwd.peak is not None else None}
+            "peak": fwd.peak, "step_peak": step.peak}
 
 
 def plain_mask_logprobs(policy, packed, rows, cfg) -> bool:
@@ -258,20 +259,23 @@ def rollout(cfg, policy, vocab: int, size: str, device: str) -> dict:
 
 
 def plan_phases(cfg, config, prompt: int, gpu_bytes: float, rollout_shape) -> dict:
-    """`mathrl plan`'s bytes per phase for this case's model ``config`` (CUDA context left out),
-    with the rollout phase planned for the HF generate call the probe makes."""
+    """`mathrl plan`'s bytes per phase for this case's model ``config`` (CUDA context left out) as the
+    probe runs it: with the HF engine (no vLLM share in this process), the rollout phase planned for
+    the generate call it makes; and the recipe's own peak (with its engine) for reference."""
     from pipeline.plan.memory import estimate
     from pipeline.plan.report import run_shape
     from pipeline.plan.shapes import shape_from_config
 
     shape = shape_from_config(config)
     run = run_shape(cfg, prompt_tokens=prompt)
-    plan = estimate(shape, run, gpu_bytes, context_bytes=0)
+    recipe = estimate(shape, run, gpu_bytes, context_bytes=0)
+    plan = estimate(shape, dataclasses.replace(run, engine="hf"), gpu_bytes, context_bytes=0)
     hf = estimate(shape, dataclasses.replace(run, engine="hf", hf_batch=rollout_shape[0],
                                              completion_tokens=rollout_shape[1]), gpu_bytes, context_bytes=0)
-    return {"update": plan.phase_bytes("update"), "log-probs": plan.phase_bytes("log-probs"),
-            "rollout (hf, this call)": hf.phase_bytes("rollout"), "recipe peak": plan.peak,
-            "recipe peak phase": plan.peak_phase}
+    return {"update": plan.phase_bytes("update"), "step": plan.phase_bytes("step"),
+            "log-probs": plan.phase_bytes("log-probs"),
+            "rollout (hf, this call)": hf.phase_bytes("rollout"), "recipe peak": recipe.peak,
+            "recipe peak phase": recipe.peak_phase}
 
 
 def run_case(name: str, device: str, size: str, gpu_bytes: float) -> dict:
@@ -308,6 +312,7 @@ def run_case(name: str, device: str, size: str, gpu_bytes: float) -> dict:
         phases["log-probs"] = m.peak
     timed = update(cfg, policy, packed, ref_logp, opt, rows, device)
     phases["update"] = timed.pop("peak")
+    phases["step"] = timed.pop("step_peak")
     real = packed.completion_mask.bool()
     with torch.no_grad(), autocast_for(cfg):
         logp = token_logprobs(policy, packed, rows, cfg.rollout.temperature)
