@@ -19,13 +19,13 @@ comma := ,
 EXTRAS := train$(comma)verl$(comma)test$(if $(HAS_GPU),$(comma)vllm)
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid clean help gpu-smoke gpu-wheels check-gpu-deps
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid clean help gpu-smoke gpu-wheels check-gpu-deps gpu-probe gpu-check
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
 	@echo "make data | sft | eval | bench | bench-rollout | experiment | seed-grid | test-all | test-docker | test-vllm | test-torchfree | clean"
-	@echo "make gpu-smoke [device=cpu] | gpu-wheels | check-gpu-deps [VLLM='vllm==0.33.*']"
+	@echo "make gpu-smoke [device=cpu] | gpu-probe [device=cpu] [size=small|real] | gpu-check [device=cpu] | gpu-wheels | check-gpu-deps [VLLM='vllm==0.33.*']"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
 # wheel on disk on CPU machines and to the CUDA build from PyPI on GPU machines.
@@ -129,6 +129,17 @@ bench-rollout: $(VLLM_SETUP)
 SMOKE_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
 gpu-smoke:
 	PYTHONPATH=$(CURDIR) $(SMOKE_PY) benchmarks/gpu_smoke.py --device $(or $(device),auto)
+
+# The recipes' model sizes with random weights (benchmarks/gpu_probe.py): memory per phase against
+# `mathrl plan`, seconds per update, HF generate tokens/s, finite left-padded log-probs, each SDPA
+# backend on fully masked rows; a JSON after each case. On the CPU it runs tiny shapes (size=auto: small, ~20 s).
+gpu-probe:
+	PYTHONPATH=$(CURDIR) $(SMOKE_PY) benchmarks/gpu_probe.py --device $(or $(device),auto) --size $(or $(size),auto)
+
+# The one device command (benchmarks/gpu_check.sh, also without make): gpu-smoke then gpu-probe in
+# under 8 minutes, the logs and JSON in $$OUT (default runs/gpu-check). CI runs it with device=cpu.
+gpu-check:
+	PYTHON=$(SMOKE_PY) bash benchmarks/gpu_check.sh $(or $(device),auto)
 
 # The wheels gpu-smoke needs beyond torch/transformers/peft/accelerate (math-verify, matplotlib and
 # their dependencies; about 24 MB), for CPython $(SMOKE_PYVER) on manylinux x86_64: run where PyPI is

@@ -16,6 +16,12 @@ single final answer):
 - statements: a later conclusion in words no list catches, a box quoted as a "common mistake",
   a bare number in the last sentence, boxes hidden in `\\iffalse`, `\\phantom`, `\\color{white}`,
   answers inside code or JSON, a box nested inside the final box;
+- marks: a percent or degree sign, in the box, as a word or after the box, on a count
+  (`18\\%`, `18^\\circ`, `\\boxed{18} degrees` for a gold of 18): a percentage is not a count;
+- hedges: a remark or an adverb on the value, in the box, after it or on the `####` line
+  (`18 \\text{ (approximately)}`, `#### 18 (approximately)`, `\\boxed{18} roughly`);
+- functions: an operation over candidates that evaluates to the gold (`\\max(17, 18)`,
+  `\\min(18, 40)`, `18 \\bmod 100`, `\\lceil 17.5 \\rceil`, `\\gcd`, `\\operatorname{round}`);
 Step families (`steps_score` > 0 on a wrong answer, or credit earned by padding, is an exploit):
 - a false step followed by "not wrong" / "no mistake"; identity lines (`50 * 1 = 50`) after a
   wrong answer.
@@ -39,6 +45,35 @@ RELATIONS = ("\\Rightarrow", "\\to", "\\mapsto", "\\sim", "\\approx", "\\implies
              "\\longrightarrow", "\\rightarrow", "\\iff", "\\propto", ":", "\\quad\\text{so}\\quad")
 LHS_PAIRS = (("x = 2x + 3", "y = 2x + 3"), ("g(x) = 2", "f(x) = 2"), ("\\sin(x) = a", "\\cos(x) = a"),
              ("b = 4a", "a = 4b"), ("y = x^2", "x = y^2"))
+
+
+HEDGE_TAILS = ("\\text{ (approximately)}", " (approximately)", "\\text{ approximately}", "\\text{ roughly}",
+               "\\text{ (approx.)}", "\\text{ (rounded)}", "\\text{ (exact?)}", " (estimate)", "\\text{ approx.}",
+               "\\text{ (nearest whole number)}")
+MARKS = ("\\%", "\\text{ percent}", " percent", "^{\\circ}", "^\\circ", "\\text{ degrees}", "\\degree")
+
+
+def candidate_functions(g: int) -> tuple[str, ...]:
+    """Operations over candidates (or rounding) that evaluate to the integer g."""
+    return (f"\\max({g - 1}, {g})", f"\\min({g}, {g + 22})", f"{g} \\bmod {g + 82}", f"\\lceil {g - 1}.5 \\rceil",
+            f"\\lfloor {g}.5 \\rfloor", f"\\left\\lceil {g - 1}.5 \\right\\rceil", f"\\gcd({g}, {2 * g})",
+            f"\\operatorname{{max}}({g - 1}, {g})", f"\\text{{max}}({g - 1}, {g})", f"\\max\\{{{g - 1}, {g}\\}}",
+            f"{g} \\pmod{{{g + 82}}}", f"\\operatorname{{round}}({g}.4)", f"\\mathrm{{lcm}}(1, {g})",
+            f"max({g - 1}, {g})", f"{g} \\mod {g + 82}", f"\\max({g - 1}, {g}) \\text{{ dollars}}")
+
+
+def after_final(text: str, kind: str, value: str, tail: str) -> str:
+    """The base with its final answer replaced by `value` and `tail` written right after the
+    box (or after the `####` value)."""
+    from rewards.redteam import _final_span
+
+    span = _final_span(text, kind)
+    if span is None:
+        return text
+    a, b = span
+    if kind == "gsm8k":
+        return text[:a] + " " + value + tail + text[b:]
+    return text[:a] + value + "}" + tail + text[b + 1:]
 
 
 def _factor_pair(g: int) -> tuple[int, int] | None:
@@ -73,10 +108,26 @@ def outcome_mutations(right: str, kind: str, gold: str, wrong: str,
             yield "words", put(f"{gold} \\text{{ {w}}}"), gold
         yield "words", put(f"{gold} dollars"), f"{gold} \\text{{ cents}}"
         yield "words", put(f"{gold} \\text{{ hours}}"), f"{gold} \\text{{ minutes}}"
+    if is_int:
+        for mark in MARKS:
+            yield "marks", put(gold + mark), gold
+            if kind != "gsm8k":
+                yield "marks", after_final(right, kind, gold, mark), gold
+        yield "marks", put(gold + "\\%"), gold + "^\\circ"
+        yield "marks", put(gold + "^\\circ"), gold + "\\%"
+        for tail in HEDGE_TAILS:
+            yield "hedges", put(gold + tail), gold
+            yield "hedges", after_final(right, kind, gold, tail + "."), gold
+        yield "hedges", after_final(right, kind, gold, " roughly."), gold
+        for f in candidate_functions(int(gold)):
+            yield "functions", put(f), gold
     for rel in RELATIONS:
         yield "relations", put(f"{gold} {rel} {wrong}"), gold
     for pred, g in LHS_PAIRS:
         yield "relations", put(pred), g
+        yield "relations", put("{" + pred + "}\\text{ cm}"), g  # a unit on the braced relation hides its name
+        if kind != "gsm8k":
+            yield "relations", after_final(right, kind, pred, " cm."), g
     tail_w = wrong if re.fullmatch(r"-?\d+", wrong) else "7"
     for later in (f"\n\nHmm, recounting carefully, the total comes to {tail_w}.",
                   f"\n\nOn reflection I double counted; the count is {tail_w} instead.",

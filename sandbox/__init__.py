@@ -16,13 +16,15 @@ filesystem (only /usr and the Python install, read-only, plus a private tmpfs sc
 emptied after every job), the network (own empty network namespace), other jobs and the
 worker (jobs run as an unprivileged uid of their own, no-new-privileges, no inherited fds),
 daemons (after each job every process of the slot uid is killed), the next job (a job's
-files of any mode, SysV IPC objects, POSIX queues, processes and its code, stdin and output in
-the worker's memory are gone before the next job of the slot starts, or the slot is replaced).
+files of any mode, SysV IPC objects, POSIX queues and processes are gone before the next job
+of the slot starts, or the slot is replaced; jobs are cloned from a forker that never held
+any job's code, stdin, output or response), the kernel (a seccomp allowlist of the syscalls
+stdlib Python needs; anything else fails with EPERM/ENOSYS).
 
 Each bwrap/process slot also gets its own memory + pids cgroup when the host allows it (v1,
 or delegated v2); docker uses the engine's cgroup.
 
-What is NOT protected: kernel exploits through the syscalls the seccomp denylist allows (every
+What is NOT protected: kernel exploits through the syscalls the seccomp allowlist lets through (every
 backend installs it; docker stacks the engine's default profile on top; all share the host
 kernel), CPU contention between jobs, timing side channels;
 without a cgroup a job forking to its process limit can use up to nproc x memory_mb. The `process`

@@ -30,8 +30,8 @@ GRACE_S = 3.0  # above the worker's budget for clearing a slot after a job (work
 CGROUP_OVERHEAD_MB = 128  # the worker and its helper, on top of the job's memory_mb
 START_TIMEOUT_S = 60.0
 HOST_WIPE_S = 30.0  # removing a process slot's scratch dir on the host when the unit goes
-SECCOMP_LABEL = ("seccomp denylist (namespaces, ptrace, mount, bpf, io_uring, keyrings, modules, "
-                 "inotify, file locks) + allowlists (socket families unix/inet/inet6, fcntl commands)")
+SECCOMP_LABEL = ("seccomp allowlist (the syscalls stdlib Python needs; others EPERM/ENOSYS; no new "
+                 "namespaces, socket families unix/inet/inet6, listed fcntl and ioctl commands)")
 
 
 class Slot:

@@ -43,5 +43,7 @@ elif [ "${1:-}" = exec ]; then  # sandbox/test_docker.sh exec CMD...: any comman
 else
     "$PY" -m pytest -q -m docker -p no:cacheprovider tests/test_sandbox_attacks.py \
         tests/test_sandbox_behaviour.py tests/test_sandbox_crossjob.py \
-        tests/test_sandbox_stranger.py "$@"
+        tests/test_sandbox_stranger.py tests/test_sandbox_channels.py \
+        tests/test_sandbox_forgery.py tests/test_sandbox_seccomp.py \
+        tests/test_sandbox_forker.py "$@"
 fi

@@ -4,7 +4,8 @@ Started once per pool slot (inside bwrap, inside a container, or as a plain proc
 imports nothing outside the standard library, answers one framed JSON request at a time on
 its stdin/stdout, and runs each job in a forked child so a job costs a fork, not a Python start.
 
-Per job, the child:
+Per job, the child (cloned from the forker, see below):
+  - reads its request from a pipe;
   - drops to the slot's own unprivileged uid/gid (when the worker is root), in a new session;
   - gets rlimits: address space (memory_mb), processes (nproc, counted per slot uid), file
     size, CPU seconds, no core dumps;
@@ -23,9 +24,11 @@ Nothing of one job reaches the next job of the slot:
     daemons - and removes what the job left (files of any mode and depth, SysV IPC objects,
     POSIX message queues). If the slot is still not clean after two sweeps, the response
     carries `recycle` with the reason and the host replaces the whole unit.
-  - each job is a fork of this worker, so it inherits the worker's memory: the worker never
-    holds a job's code, stdin or output in memory it does not zero before the next fork
-    (raw payloads and output live in `frames.Buf`s, scrubbed after use).
+  - jobs are not forks of this worker, whose freed memory holds what it learnt about earlier
+    jobs (response headers, byte counts, clock readings): they are cloned, as the worker's
+    children, from a forker taken before the first job that never learns anything about a
+    job (`Forker`); the request goes straight from the worker to the job through a pipe. The
+    worker still keeps job bytes only in `frames.Buf`s that are zeroed after use.
 Without root (process backend run by a normal user) the uid drop and kill(-1) are
 impossible; the worker then kills its descendant tree found through /proc (it is a child
 subreaper, so orphans come back to it). That mode is not a security boundary.
@@ -36,9 +39,11 @@ The wire format (frames after a JSON header) is in `frames.py`.
 import ctypes
 import json
 import os
+import platform
 import resource
 import select
 import signal
+import socket
 import sys
 import time
 
@@ -53,12 +58,18 @@ from residue import Residue  # noqa: E402
 
 try:
     import seccomp_filter
-except ImportError:  # the wall did not provide it: jobs run without the denylist
+except ImportError:  # the wall did not provide it: jobs run without the allowlist
     seccomp_filter = None
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
+CLONE_PARENT = 0x8000
+WALL = 0x40000000  # __WALL: wait for children whatever their exit signal (jobs have none)
+NR_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
 _libc = ctypes.CDLL(None, use_errno=True)
+_pylibc = ctypes.PyDLL(None, use_errno=True)  # calls that keep the GIL: a raw clone must
+_pylibc.syscall.restype = ctypes.c_long       # not happen while another thread could run
 OOM_SCORE_ADJ = b"1000"  # the job, not the worker, dies when the slot runs out of memory
 CHUNK = 4096  # first size of an output buffer; it doubles up to the job's output cap
 SWEEP_BUDGET_S = 1.5  # default for killing and removing leftovers; below the host's grace
@@ -79,23 +90,47 @@ class Worker:
                                bool(cfg.get("private_ipc")), cfg.get("mqueue_dir"))
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.seccomp = _probe_seccomp()
+        # Last, before any job: the process jobs are forked from (None: plain forks, see Forker)
+        self.forker = None
+        self.forker = Forker(self) if NR_CLONE else None
 
     def run_job(self, head, payload):
         """Run one job; returns (response header, stdout Buf, stderr Buf)."""
         t0 = time.monotonic()
-        stdin_path = os.path.join(self.scratch, ".stdin")
+        req_r, req_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # job child: never returns
-            os.close(out_r), os.close(err_r)
-            _child(self, head, payload, out_w, err_w, stdin_path)
-        payload.scrub()  # the child has its own copy; the next job must not find this one
-        for fd in (out_w, err_w):
-            os.close(fd)
+        try:
+            pid = self._spawn(req_r, out_w, err_w, (req_w, out_r, err_r))
+        except BaseException:
+            for fd in (req_w, out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (req_r, out_w, err_w):
+                os.close(fd)
+        try:  # the job reads its own request; we keep only the buffer, zeroed below
+            with payload.view() as view:
+                write_frame(req_w, head, view)
+        except BrokenPipeError:  # it died before reading: reported as it ended
+            pass
+        finally:
+            os.close(req_w)
+            payload.scrub()
         res, out, err = self._supervise(pid, head, out_r, err_r, t0)
         res["duration_ms"] = (time.monotonic() - t0) * 1000.0
         return res, out, err
+
+    def _spawn(self, req_r, out_w, err_w, ours):
+        """Start a job reading its request from req_r; returns its pid (a child of ours)."""
+        if self.forker is not None:
+            return self.forker.start(req_r, out_w, err_w)
+        pid = os.fork()  # no raw clone on this architecture: the job is a fork of us
+        if pid == 0:
+            for fd in ours:
+                os.close(fd)
+            _child(self, req_r, out_w, err_w)
+        return pid
 
     def _supervise(self, pid, head, out_r, err_r, t0):
         cap = int(head.get("max_output_bytes", 65536))
@@ -111,14 +146,14 @@ class Worker:
             ready, _, _ = select.select([*open_fds, pidfd], [], [], left)
             for fd in ready:
                 if fd == pidfd:
-                    status, usage = os.wait4(pid, 0)[1:]
+                    status, usage = os.wait4(pid, WALL)[1:]
                     continue
                 truncated |= _drain(fd, bufs[fd], open_fds)
             if truncated:
                 break
         if status is None:
             os.kill(pid, signal.SIGKILL)
-            status, usage = os.wait4(pid, 0)[1:]
+            status, usage = os.wait4(pid, WALL)[1:]
         recycle = self._clear_slot()  # also closes pipes held by leftovers, so draining ends
         end = time.monotonic() + 1.0
         while open_fds and time.monotonic() < end:
@@ -177,8 +212,9 @@ class Worker:
 
     def _kill_tree(self, end):
         """Without a slot uid: kill the worker's descendants, found through /proc."""
+        spare = self.forker.pid if self.forker is not None else None
         while _reap() and time.monotonic() < end:
-            for k in _descendants(os.getpid()):
+            for k in _descendants(os.getpid(), spare):
                 try:
                     os.kill(k, signal.SIGKILL)
                 except OSError:
@@ -187,7 +223,7 @@ class Worker:
 
 
 def _probe_seccomp():
-    """Can a job install the denylist here? Tried once, in a throwaway child."""
+    """Can a job install the seccomp filter here? Tried once, in a throwaway child."""
     if seccomp_filter is None:
         return False
     pid = os.fork()
@@ -213,9 +249,83 @@ def _drop(uid, gid):
     os.setuid(uid)
 
 
-def _child(w, head, payload, out_w, err_w, stdin_path):
+class Forker:
+    """The process every job is forked from: a clone of the worker taken before its first job.
+
+    A job is a fork, so it starts with a copy of its parent's memory. The worker's memory holds
+    what it learnt about earlier jobs in ordinary Python objects, freed but never zeroed (the
+    response header, the stderr byte count as an int, its clock readings); a job forked from
+    it found them. The forker never learns anything about a job: per job it gets three
+    descriptors (the request pipe the job reads, its stdout and stderr pipes) and answers the
+    pid. It clones each job with CLONE_PARENT, so the job is the worker's child, waited for,
+    timed and cleaned up by the worker as before, and the request travels from the worker to
+    the job without passing through the forker. The forker itself is cloned with no exit
+    signal (and so are its jobs: CLONE_PARENT copies it): `waitpid(-1)` does not see it, and
+    "no child left" still means no job process is left (jobs cannot make such children: the
+    seccomp filter refuses CLONE_PARENT; their other children get SIGCHLD when they come to us).
+    One clone per job, as one fork was before; the extra cost is two messages on a socket.
+    """
+
+    def __init__(self, w):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = _clone(0)
+        if pid == 0:
+            _forker_main(w, theirs)  # never returns
+        theirs.close()
+        self.pid = pid
+
+    def start(self, req_r, out_w, err_w):
+        try:  # failing, this job reports a worker error and the host replaces the unit
+            socket.send_fds(self.sock, [b"j"], [req_r, out_w, err_w])
+            got = self.sock.recv(4)
+        except OSError as e:
+            raise OSError(f"the job forker is gone ({e!r})") from None
+        if len(got) != 4:
+            raise OSError("the job forker is gone (closed)")
+        return int.from_bytes(got, "little")
+
+
+def _forker_main(w, sock):
     try:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # it goes with the worker
+        _close_fds_from(3, keep=sock.fileno())  # the protocol pipes are the worker's alone
+        while True:
+            msg, fds, _, _ = socket.recv_fds(sock, 1, 3)
+            if not msg or len(fds) != 3:
+                os._exit(0)  # the worker closed its end
+            pid = _clone(CLONE_PARENT)
+            if pid == 0:  # the job: never returns
+                _child(w, *fds)
+            for fd in fds:
+                os.close(fd)
+            sock.send(pid.to_bytes(4, "little"))
+    except BaseException:
+        os._exit(1)
+
+
+def _clone(flags):
+    """fork(2) as a raw clone(2) with these flags, keeping CPython's fork bookkeeping (the
+    GIL, the import lock, `os.register_at_fork` hooks such as `random`'s reseed)."""
+    ctypes.pythonapi.PyOS_BeforeFork()
+    pid = _pylibc.syscall(ctypes.c_long(NR_CLONE), ctypes.c_long(flags), *[ctypes.c_long(0)] * 4)
+    if pid == 0:
+        ctypes.pythonapi.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    ctypes.pythonapi.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def _child(w, req_r, out_w, err_w):
+    try:
+        head = read_frame(req_r)
+        payload = Buf(int(head["size"]))
+        if not payload.fill_exact(req_r):
+            raise OSError("request cut short")
         req = json.loads(payload.data)
+        stdin_path = os.path.join(w.scratch, ".stdin")
         os.setsid()
         with open("/proc/self/oom_score_adj", "wb", buffering=0) as f:
             f.write(OOM_SCORE_ADJ)  # raising needs no privilege; lowering needs CAP_SYS_RESOURCE
@@ -245,16 +355,18 @@ def _child(w, head, payload, out_w, err_w, stdin_path):
     os._exit(_exec_user(req.get("code", "")))
 
 
-def _close_fds_from(low):
-    """Close every fd >= low. Lists /proc/self/fd: a 64k-call closerange fallback is slow
-    where seccomp denies close_range (docker's default profile on older engines)."""
+def _close_fds_from(low, keep=-1):
+    """Close every fd >= low but `keep`. Lists /proc/self/fd: a 64k-call closerange fallback
+    is slow where seccomp denies close_range (docker's default profile on older engines)."""
     try:
         fds = [int(x) for x in os.listdir("/proc/self/fd")]
     except OSError:
-        os.closerange(low, 65536)
+        if keep >= low:
+            os.closerange(low, keep)
+        os.closerange(max(low, keep + 1), 65536)
         return
     for fd in fds:
-        if fd >= low:
+        if fd >= low and fd != keep:
             try:
                 os.close(fd)
             except OSError:
@@ -314,7 +426,7 @@ def _exit_status(code):
     return 1
 
 
-def _descendants(root):
+def _descendants(root, spare=None):
     parent = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -326,7 +438,7 @@ def _descendants(root):
                 pass
     found, frontier = [], {root}
     while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier}
+        frontier = {p for p, pp in parent.items() if pp in frontier and p != spare}
         found.extend(frontier)
     return found
 

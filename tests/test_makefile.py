@@ -28,3 +28,12 @@ def test_gpu_targets_pass_device_and_vllm_through():
     assert "--download-wheels 312" in _dry_run("gpu-wheels")
     deps = _dry_run("check-gpu-deps", "VLLM=vllm==0.33.*")
     assert "tests/check_gpu_deps.py --vllm 'vllm==0.33.*'" in deps and "pip>=25.1" in deps
+
+
+def test_gpu_probe_and_check_targets():
+    probe = next(ln for ln in _dry_run("gpu-probe", "device=cpu").splitlines() if "gpu_probe.py" in ln)
+    assert probe.startswith(f"PYTHONPATH={ROOT} ") and "--device cpu" in probe and "--size auto" in probe
+    assert "--device auto" in _dry_run("gpu-probe")
+    assert "--size small" in _dry_run("gpu-probe", "device=cuda", "size=small")
+    check = _dry_run("gpu-check", "device=cpu")
+    assert "bash benchmarks/gpu_check.sh cpu" in check

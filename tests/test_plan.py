@@ -138,8 +138,10 @@ def _peak_bytes(fn) -> int:
     return best
 
 
-def _logprob_pass(mb, completion, *, vocab=8000, mixed=True, checkpointing=True, grad=True):
-    """(measured peak, planner estimate) of token_logprobs (+ backward) on a random Qwen2 model."""
+def _logprob_pass(mb, completion, *, vocab=8000, mixed=True, checkpointing=True, grad=True, entropy=None):
+    """(measured peak, planner estimate) of token_logprobs (+ backward) on a random Qwen2 model; with
+    gradients it also computes the entropy by default, as the trainer's first update pass does."""
+    entropy = grad if entropy is None else entropy
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     prompt = 16
@@ -156,14 +158,16 @@ def _logprob_pass(mb, completion, *, vocab=8000, mixed=True, checkpointing=True,
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed), torch.set_grad_enabled(grad):
-            logp = token_logprobs(model, packed)
+            out = token_logprobs(model, packed, entropy=entropy)
+            logp = out[0] if entropy else out
         if grad:
             (-logp.sum()).backward()
 
     step()  # gradients allocated before measuring, as after the first optimizer step
     measured = _peak_bytes(step)
     run = RunShape(model_bytes=2 if mixed else 4, master_bytes=4, micro_batch=mb, prompt_tokens=prompt,
-                   completion_tokens=completion, gradient_checkpointing=checkpointing, old_logprobs=True)
+                   completion_tokens=completion, gradient_checkpointing=checkpointing, old_logprobs=True,
+                   entropy=entropy)
     plan = estimate(shape_from_config(cfg), run, 80 * GIB, context_bytes=0)
     phase = "update" if grad else "log-probs"
     state = sum(i.bytes for i in memory.training_state(shape_from_config(cfg), run))
@@ -176,11 +180,56 @@ def _logprob_pass(mb, completion, *, vocab=8000, mixed=True, checkpointing=True,
     dict(mb=8, completion=64, mixed=False),  # float32: the float32 "copy" is a view of the logits
     dict(mb=4, completion=96, checkpointing=False),
     dict(mb=16, completion=64, grad=False),  # old / reference log-probs
-], ids=["one-chunk", "two-chunks", "float32", "no-checkpointing", "no-grad"])
+    dict(mb=16, completion=64, entropy=False),  # the later update passes of a step
+], ids=["one-chunk", "two-chunks", "float32", "no-checkpointing", "no-grad", "no-entropy"])
 def test_activation_estimate_within_stated_factor(kwargs):
     measured, estimated = _logprob_pass(**kwargs)
     low, high = ACTIVATION_FACTOR
     assert low <= measured / estimated <= high, (measured / 2 ** 20, estimated / 2 ** 20)
+
+
+def test_entropy_temporaries_are_counted():
+    """The first update pass's entropy raises the measured peak, and the planner counts it."""
+    with_entropy, planned_with = _logprob_pass(4, 128, entropy=True)
+    without, planned_without = _logprob_pass(4, 128, entropy=False)
+    assert with_entropy > without and planned_with > planned_without
+    assert planned_with - planned_without == memory.ENTROPY_CHUNK_BYTES * 4 * 128 * 8000
+
+
+def test_adamw_foreach_step_is_one_trainable_copy():
+    """AdamW's foreach step (the CUDA default) on a real model: its peak is the planner's item."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=2000, hidden_size=128, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, foreach=True)
+    for _ in range(2):
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        if opt.state:  # moments exist: measure the second step, as every step after the first
+            measured = _peak_bytes(opt.step)
+        else:
+            opt.step()
+    run = RunShape(model_bytes=4, master_bytes=4, micro_batch=1, prompt_tokens=1, completion_tokens=1)
+    plan = estimate(shape_from_config(cfg), run, 80 * GIB, context_bytes=0)
+    item = next(i for i in plan.items if i.name == "AdamW foreach temporaries")
+    assert item.phases == ("step",) and 0.95 <= measured / item.bytes <= 1.05, (measured, item.bytes)
+    grads = next(i for i in plan.items if i.name == "gradients")
+    assert plan.phase_bytes("step") == sum(i.bytes for i in plan.items if "step" in i.phases)
+    assert "step" in grads.phases and "update" in grads.phases
+
+
+def test_vllm_allowance_outside_its_share():
+    shape = _shape()
+    graphs = estimate(shape, _run(engine="vllm"), 80 * GIB)
+    eager = estimate(shape, _run(engine="vllm", vllm_cuda_graphs=False), 80 * GIB)
+    hf = estimate(shape, _run(engine="hf"), 80 * GIB)
+    allowance = {p.name: p for p in graphs.items}["vLLM outside its share (assumed)"]
+    assert allowance.bytes == memory.VLLM_ALLOWANCE_BYTES["graphs"] and "rollout" in allowance.phases
+    assert graphs.phase_bytes("update") - eager.phase_bytes("update") == GIB - GIB // 4
+    assert not any("vLLM" in i.name for i in hf.items)
 
 
 def test_logits_dominate_and_scale_with_vocab():

@@ -21,7 +21,10 @@ import pytest
 
 from tests.sandbox_helpers import BACKEND_PARAMS, open_pool
 
-SHARED_FILE = "/usr/lib/os-release"  # read-only, in every slot's wall (and the host's)
+# read-only and shared by every slot (and the host): a file of the Python install, an
+# expression evaluated in the job (the docker image has no /usr/lib/os-release, nor /usr)
+SHARED_FILE = "os.__file__"
+SHARED_DIR = "os.path.dirname(os.__file__)"
 
 
 def _seccomp_pool(backend: str):
@@ -80,12 +83,12 @@ def test_allowed_sockets_still_work(sb):
 @pytest.mark.parametrize("call", [
     "ctypes.CDLL(None, use_errno=True).inotify_init() >= 0 or (_ for _ in ()).throw(OSError(ctypes.get_errno(), ''))",
     "ctypes.CDLL(None, use_errno=True).inotify_init1(0) >= 0 or (_ for _ in ()).throw(OSError(ctypes.get_errno(), ''))",
-    f"fcntl.flock(os.open({SHARED_FILE!r}, os.O_RDONLY), fcntl.LOCK_SH)",
-    f"fcntl.lockf(os.open({SHARED_FILE!r}, os.O_RDONLY), fcntl.LOCK_SH)",
-    f"fcntl.fcntl(os.open({SHARED_FILE!r}, os.O_RDONLY), fcntl.F_GETLK, bytes(32))",
-    f"fcntl.fcntl(os.open({SHARED_FILE!r}, os.O_RDONLY), 36, bytes(32))",  # F_OFD_GETLK
-    "fcntl.fcntl(os.open('/usr', os.O_RDONLY), fcntl.F_NOTIFY, fcntl.DN_ACCESS)",  # dnotify
-    f"fcntl.fcntl(os.open({SHARED_FILE!r}, os.O_RDONLY), fcntl.F_SETLEASE, fcntl.F_RDLCK)",
+    f"fcntl.flock(os.open({SHARED_FILE}, os.O_RDONLY), fcntl.LOCK_SH)",
+    f"fcntl.lockf(os.open({SHARED_FILE}, os.O_RDONLY), fcntl.LOCK_SH)",
+    f"fcntl.fcntl(os.open({SHARED_FILE}, os.O_RDONLY), fcntl.F_GETLK, bytes(32))",
+    f"fcntl.fcntl(os.open({SHARED_FILE}, os.O_RDONLY), 36, bytes(32))",  # F_OFD_GETLK
+    f"fcntl.fcntl(os.open({SHARED_DIR}, os.O_RDONLY), fcntl.F_NOTIFY, fcntl.DN_ACCESS)",  # dnotify
+    f"fcntl.fcntl(os.open({SHARED_FILE}, os.O_RDONLY), fcntl.F_SETLEASE, fcntl.F_RDLCK)",
 ], ids=["inotify_init", "inotify_init1", "flock", "lockf", "getlk", "ofd_getlk", "dnotify", "lease"])
 def test_watches_and_locks_on_shared_files_are_refused(sb, call):
     assert outcome(sb, call) == "EPERM"

@@ -167,10 +167,24 @@ def check_rollout(r) -> None:
     if r.worker_threads < 0 or r.worker_timeout_s <= 0:
         raise ConfigError(f"rollout.worker_threads must be >= 0 and rollout.worker_timeout_s > 0, got "
                           f"{r.worker_threads} and {r.worker_timeout_s:g}")
+    check_tools(r)
     if r.decode == "loop" and r.engine not in ("hf", "hf_process"):
         raise ConfigError(f"rollout.decode=loop is the HF engines' decode loop; rollout.engine={r.engine} "
                           "decodes by itself: leave rollout.decode=generate")
     check_server(r)
+
+
+def check_tools(r) -> None:
+    """rollout.tools and its limits (pipeline/rollout/multi_turn.py)."""
+    if len(set(r.tools)) != len(r.tools):
+        raise ConfigError(f"rollout.tools must not repeat a tool, got {r.tools}")
+    _at_least(r, "rollout.", 1, "max_tool_calls", "tool_workers")
+    _at_least(r, "rollout.", 16, "tool_output_chars")
+    if not 0 < r.tool_timeout_s <= 600:
+        raise ConfigError(f"rollout.tool_timeout_s must lie in (0, 600] seconds, got {r.tool_timeout_s:g}")
+    if r.tools and r.engine not in ("hf", "hf_process"):
+        raise ConfigError(f"rollout.tools={r.tools} runs with the HF engines (hf, hf_process) for now; "
+                          f"rollout.engine={r.engine} has no multi-turn rollout yet")
 
 
 def check_server(r) -> None:
@@ -334,6 +348,11 @@ def check_run(cfg) -> None:
     if cfg.threads < 0:
         raise ConfigError(f"threads must be >= 0 (0 = torch's default), got {cfg.threads}")
     check_pipelined(cfg)
+    if cfg.train.void_turn_filter and not cfg.rollout.tools:
+        raise ConfigError("train.void_turn_filter filters multi-turn tool use: it needs rollout.tools=[python]")
+    if cfg.rollout.tools and cfg.train.fsdp:  # the decode loop of the multi-turn rollout is not lock-step
+        raise ConfigError(f"rollout.tools={cfg.rollout.tools} is not supported on an FSDP-sharded policy: set "
+                          "train.fsdp=false or rollout.tools=[]")
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")

@@ -22,6 +22,7 @@ Stage = Literal["build-tiny", "sft", "train", "eval"]  # what `mathrl run` may r
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]  # train.report_to (grpo/trackers.py)
 TemplateName = Literal["gsm8k", "gsm8k_boxed", "math", "qwen_math", "verl_gsm8k", "plain"]  # prompts.TEMPLATES
 SandboxBackend = Literal["auto", "docker", "bwrap", "process"]  # sandbox.BACKENDS, or auto
+Tool = Literal["python"]  # rollout.tools: pipeline/rollout/multi_turn.py
 StepScorer = Literal["rules", "prm", "both"]  # `mathrl eval-prm --scorer`
 WarmStart = Literal["corrupted", "clean"]  # `mathrl seed-grid --warm-starts`
 
@@ -206,6 +207,18 @@ class RolloutConfig:
     """vllm_server: how long the server waits after a /generate request for others (e.g. the other ranks') to batch into one engine call."""
     server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """vllm_server: weight broadcast backend; `auto` = NCCL when the policy and the server are on different GPUs, else gloo (CPU)."""
+    tools: list[Tool] = field(default_factory=list)
+    """Tools the policy may call mid-completion (tool-integrated reasoning, docs/tir.md): `[python]` = the rollout stops where a ```python block closes, the sandbox runs it and a ```output block with what it printed is appended, then generation resumes (pipeline/rollout/multi_turn.py); tool-output tokens are out of the loss. Empty (the default) = off. HF engines only, seeded or greedy sampling."""
+    max_tool_calls: int = 4
+    """rollout.tools: code blocks run per completion; later blocks are not stopped at nor run."""
+    tool_output_chars: int = 512
+    """rollout.tools: characters of a call's printed output put back in the completion (the rest is cut, with a marker)."""
+    tool_timeout_s: float = 5.0
+    """rollout.tools: wall-clock limit of one code block in the sandbox; past it the call is stopped and its output says so."""
+    tool_workers: int = 4
+    """rollout.tools: sandbox worker slots; the code blocks waiting in one decode turn run this many at a time."""
+    tool_sandbox_backend: SandboxBackend = "auto"
+    """rollout.tools: sandbox backend running the policy's code (`auto`: docker, else bwrap; see sandbox/)."""
     seed_block: int = 0
     """Questions per seeded generate call (seed from the first one's draw index in the run); 0 = a step's questions in one call (one process) or 1 (ranks > 1). Sampling is always seeded."""
 
@@ -336,6 +349,8 @@ class TrainConfig:
     """Dynamic sampling: extra rollout rounds allowed per step."""
     mask_truncated: bool = False
     """Exclude completions that hit max_new_tokens from the loss."""
+    void_turn_filter: bool = False
+    """rollout.tools: drop from the loss every completion that called the tool and has a void turn, a policy turn with neither a closed ```python block nor a final answer (SimpleTIR, Xue et al. 2025, arXiv:2509.02479; pipeline/grpo/void_turns.py)."""
     forward_layout: Literal["padded", "trimmed", "shared_prompt"] = "padded"
     """How the log-prob forwards (old/reference log-probs and the update) lay a micro-batch out: `padded` at the batch's full width; `trimmed` without the columns no row of the micro-batch uses; `shared_prompt` also forwards each group's shared prompt once, its completions on top of its KV cache. The same log-probs and gradients up to float rounding (pipeline/grpo/packing.py)."""
     skip_zero_advantage: bool = False

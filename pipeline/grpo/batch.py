@@ -29,6 +29,7 @@ from pipeline.grpo.components import TrainState, reference_mode
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.precision import autocast_for
+from pipeline.grpo.void_turns import has_void_turn
 from pipeline.grpo.episode_rewards import add_step_rewards, reward_episodes
 from pipeline.parallel import distributed
 from pipeline.prompts import build_prompt
@@ -49,6 +50,8 @@ class Batch:
     # [N, T] the engine's log-probs, when the importance weights are taken in the update's own forward
     # (pipelined, one update per batch: that forward's log-probs are the proximal policy's; pipelined.py)
     behaviour_logp: torch.Tensor | None = None
+    # [N, T] the loss mask (loss_mask): every statistic and term of the update takes it, built once per batch
+    mask: torch.Tensor | None = None
 
 
 class timed:
@@ -96,7 +99,7 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     behaviour = pad_logprobs([e.engine_logprobs for e in episodes], mask.shape[1], device=mask.device) \
         if in_update else None
     return Batch(episodes, packed, adv, old if keep_old else None,
-                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour)
+                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour, mask)
 
 
 def policy_device(model) -> torch.device:
@@ -116,7 +119,7 @@ def _advantages(cfg, episodes, packed, mask, old, ref_logp, tokenizer, prm=None)
         add_step_rewards(episodes, cfg.reward, tokenizer, prm)
         adv = process_advantages([e.step_rewards for e in episodes], [e.step_ends for e in episodes],
                                  [len(e.completion_ids) for e in episodes], g, cfg.train.adv_eps, device=device)
-        return torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1]))
+        return torch.nn.functional.pad(adv, (0, packed.completion_mask.shape[1] - adv.shape[1])) * mask
     return objective.outcome_advantages(cfg, episodes, scores)  # train.adv_norm over every rank's rows
 
 
@@ -191,7 +194,8 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
     """One group of scored episodes per problem from its samples (``samples[i]``: problem i's)."""
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
-                       gold=p["answer"], engine_logprobs=s.logprobs, question=p["question"])
+                       gold=p["answer"], engine_logprobs=s.logprobs, question=p["question"],
+                       tool_spans=list(s.tool_spans), tool_stats=dict(s.tool_stats), turns=list(s.turns))
                for j, s in enumerate(group)]
               for qi, (p, group) in enumerate(zip(problems, samples))]
     with timed(timer, "reward"):
@@ -210,12 +214,19 @@ def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
 
 
 def loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:
-    """[N, T] completion mask; completions cut at max_new_tokens are dropped under ``train.mask_truncated``."""
+    """[N, T] the tokens the update learns from: the completion's, less the tool-output tokens of
+    ``rollout.tools`` (``Episode.tool_spans``: the sandbox wrote them, not the policy), and less whole
+    completions cut at max_new_tokens under ``train.mask_truncated`` or with a void turn under
+    ``train.void_turn_filter`` (void_turns.py). The one mask of the batch
+    (``Batch.mask``): the loss, the KL (in the loss or the reward), the entropy, the importance-weight
+    statistics, the process advantages and the zero-advantage skipping all take it."""
     mask = packed.completion_mask.clone()
-    if cfg.train.mask_truncated:
-        for i, e in enumerate(episodes):
-            if e.finish_reason == "length":
-                mask[i] = 0
+    for i, e in enumerate(episodes):
+        if cfg.train.mask_truncated and e.finish_reason == "length" or \
+                cfg.train.void_turn_filter and has_void_turn(e, cfg.reward.style):
+            mask[i] = 0
+        for start, end in e.tool_spans:
+            mask[i, start:end] = 0
     return mask
 
 

@@ -35,12 +35,17 @@ class Episode:
     step_rewards: list[float] = field(default_factory=list)
     step_ends: list[int] = field(default_factory=list)  # token index of each step's last token
     question: str = ""  # the problem text without the prompt template (a process reward model reads it)
+    tool_spans: list[tuple[int, int]] = field(default_factory=list)  # rollout.tools: tool-output tokens [start, end)
+    tool_stats: dict[str, float] = field(default_factory=dict)  # rollout.tools: calls, errors, timeouts, sandbox_s
+    turns: list[str] = field(default_factory=list)  # rollout.tools: the text of each policy turn
 
     def record(self) -> dict:
         """The rollout record written to samples.jsonl (one JSON line)."""
         return {"problem_id": self.problem_id, "sample": self.sample, "prompt": self.prompt,
                 "completion": self.completion, "rewards": self.rewards, "reward": self.reward,
-                "num_tokens": len(self.completion_ids), "finish_reason": self.finish_reason}
+                "num_tokens": len(self.completion_ids), "finish_reason": self.finish_reason,
+                **({"tool": self.tool_stats, "tool_tokens": sum(b - a for a, b in self.tool_spans)}
+                   if self.tool_stats else {})}
 
 
 @dataclass

@@ -13,6 +13,7 @@ import torch
 
 from pipeline.grpo.episodes import Packed
 from pipeline.grpo.packing import LAYOUTS, shared_prompt_logits, trimmed_logits
+from pipeline.masks import forward_mask
 
 
 def token_logprobs(model, packed: Packed, rows: slice | list | None = None, temperature: float = 1.0,
@@ -29,7 +30,8 @@ def token_logprobs(model, packed: Packed, rows: slice | list | None = None, temp
     width = ids.shape[1] - p
     if layout == "padded":
         # Only the last T + 1 positions feed the LM head: no logits are built for the prompt.
-        out = model(input_ids=ids.to(device), attention_mask=packed.attention_mask[rows].to(device),
+        attention = forward_mask(model, packed.attention_mask[rows].to(device))  # no fully masked rows
+        out = model(input_ids=ids.to(device), attention_mask=attention,
                     position_ids=packed.position_ids[rows].to(device), use_cache=False, logits_to_keep=width + 1)
         logits = out.logits[:, :-1, :]  # [n, T, V]: position p - 1 + t predicts completion token t
     elif layout in LAYOUTS:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from pipeline.grpo.episodes import Packed
+from pipeline.masks import forward_mask
 
 LAYOUTS = ("padded", "trimmed", "shared_prompt")
 
@@ -48,7 +49,8 @@ def trimmed_logits(model, packed: Packed, rows, device) -> torch.Tensor:
     attention = packed.attention_mask[rows]
     lo = min(_first_column(attention[:, :p]), p - 1)  # keep the column that predicts completion token 0
     cols = slice(lo, p + t)
-    out = model(input_ids=packed.input_ids[rows][:, cols].to(device), attention_mask=attention[:, cols].to(device),
+    out = model(input_ids=packed.input_ids[rows][:, cols].to(device),
+                attention_mask=forward_mask(model, attention[:, cols].to(device)),
                 position_ids=packed.position_ids[rows][:, cols].to(device), use_cache=False, logits_to_keep=t + 1)
     return out.logits[:, :-1, :]
 
@@ -66,7 +68,7 @@ def shared_prompt_logits(model, packed: Packed, rows, device) -> torch.Tensor:
     heads = starts.nonzero().squeeze(1)  # the first row of each run
     owner = torch.cumsum(starts.long(), dim=0) - 1  # row -> its run
     lo = min(_first_column(prompt_mask[heads]), p - 1)
-    head = model(input_ids=prompts[heads, lo:], attention_mask=prompt_mask[heads, lo:],
+    head = model(input_ids=prompts[heads, lo:], attention_mask=forward_mask(model, prompt_mask[heads, lo:]),
                  position_ids=positions[heads, lo:p], use_cache=True, logits_to_keep=1)
     first = head.logits.index_select(0, owner)  # [n, 1, V]: predicts completion token 0
     if t == 1:
@@ -74,6 +76,7 @@ def shared_prompt_logits(model, packed: Packed, rows, device) -> torch.Tensor:
     cache = head.past_key_values
     cache.batch_select_indices(owner)  # one copy of the prompt's keys/values per row (differentiable)
     cols = slice(p, p + t - 1)
-    rest = model(input_ids=ids[:, cols], attention_mask=attention[:, lo:p + t - 1], position_ids=positions[:, cols],
+    rest = model(input_ids=ids[:, cols], attention_mask=forward_mask(model, attention[:, lo:p + t - 1], queries=t - 1),
+                 position_ids=positions[:, cols],
                  past_key_values=cache, use_cache=False)
     return torch.cat([first, rest.logits], dim=1)

@@ -24,6 +24,8 @@ PANELS = [
     ("gradient norm (before clipping)", [("grad_norm", "grad norm")], True),
     ("KL to the reference", [("kl", "KL")], True),
     ("completion tokens", [("completion_len/mean", "mean")], True),
+    ("tool calls per completion (rollout.tools)", [("tool/calls", "calls"), ("tool/errors", "failed"),
+                                                   ("tool/timeouts", "timed out")], True),
 ]
 EVAL_PREFIX = "eval/"  # every eval/..._accuracy metric goes into the eval panel
 

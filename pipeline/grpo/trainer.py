@@ -62,6 +62,7 @@ from pipeline.grpo.run_log import NullLog, RunLog, plot_curves
 from pipeline.grpo.sampling import build_sampler
 from pipeline.grpo.skipping import can_skip, teaching_rows
 from pipeline.grpo.trackers import open_trackers, resolve
+from pipeline.grpo.tool_stats import tool_metrics
 from pipeline.parallel import distributed, fsdp
 from pipeline.prm import load_scorer
 from pipeline.rollout.factory import build_engine
@@ -191,7 +192,7 @@ def optimise(cfg: RunConfig, state: TrainState, batch: Batch, step: int, run_dir
     """mu passes over the batch; each pass takes one optimizer step per mini-batch (whole groups,
     `train.mini_batches` of them, episodes.mini_batch_rows). Returns loss statistics averaged over
     the batch and the passes."""
-    mask = loss_mask(cfg, batch.episodes, batch.packed)
+    mask = batch.mask if batch.mask is not None else loss_mask(cfg, batch.episodes, batch.packed)
     parts = mini_batch_rows([e.group for e in batch.episodes], cfg.train.mini_batches)
     trained = _trained_rows(cfg, state, batch, mask, parts)  # without the rows that cannot move the weights
     # GLOBAL counts of each mini-batch: policy_loss scales each micro-batch's loss by them, so the
@@ -315,6 +316,7 @@ def step_metrics(cfg, batch: Batch, update: dict, timer: dict) -> dict:
         "groups": len({e.group for e in eps}), **update, **batch.mismatch,
         "tokens_per_s": timer.get("gen_tokens", 0) / max(timer.get("rollout", 1e-9), 1e-9),
     })
+    metrics.update(tool_metrics(eps, cfg.reward.style))  # rollout.tools only
     metrics.update({f"time/{k}": v for k, v in timer.items() if k != "gen_tokens"})
     return metrics
 

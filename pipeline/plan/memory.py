@@ -18,11 +18,15 @@ What lives where, following the trainer's code (``pipeline/grpo``):
   reach the LM head) in the compute dtype, the float32 copy ``token_logprobs`` makes of them (kept
   for the backward of ``logsumexp``), backward temporaries of one 8-row chunk, the layer
   activations (with gradient checkpointing: each layer's float32 input plus one layer recomputed),
-  autocast's bf16 copies of the float32 weights (cached for the whole forward) and the LM head's
-  weight gradient in the compute dtype.
+  autocast's bf16 copies of the float32 weights (cached for the whole forward), the LM head's
+  weight gradient in the compute dtype, and the float32 temporaries of the policy entropy that the
+  first update pass of a step computes (one chunk).
+- Step (the optimizer step, after the backward: the activations are gone): the gradients and
+  AdamW's ``foreach`` temporaries, one copy of the trainable parameters.
 - Old/reference log-probs (no gradients): the logits and one chunk's float32 temporaries.
 - Rollout: a colocated vLLM engine takes ``gpu_memory_utilization`` x the GPU (weights + KV cache),
-  all run long unless sleep mode frees it outside ``generate``; the HF engine needs its KV cache
+  all run long unless sleep mode frees it outside ``generate``, plus an assumed allowance for what
+  vLLM allocates outside that share (CUDA graphs, sampler and profiling buffers); the HF engine needs its KV cache
   and, under FSDP, the gathered full weights. The weight sync streams (``weights/export.py``): one
   bucket of weights in ``model.dtype`` (``SYNC_BUCKET_BYTES``, or the largest tensor when bigger)
   when it casts or merges, plus under FSDP the one full tensor being gathered (the largest: the
@@ -48,6 +52,10 @@ LAYER_H_BYTES = 30  # saved bytes per token per layer per hidden unit (norms in 
 LAYER_I_FACTOR = 4.5  # saved elements per token per layer per MLP unit, times the compute-dtype bytes
 RECOMPUTE_FACTOR = 1.5  # one checkpointed layer: its activations plus backward temporaries
 CUDA_CONTEXT_BYTES = GIB // 2  # CUDA context + kernels of one process (an assumption, stated in output)
+ENTROPY_CHUNK_BYTES = 4  # per element of one 8-row chunk: the entropy's float32 temporaries (first update pass)
+# vLLM memory outside gpu_memory_utilization x GPU (CUDA graphs, sampler and profiling buffers): an
+# assumption, not measured (no vLLM has run on a GPU here); with enforce_eager there are no graphs.
+VLLM_ALLOWANCE_BYTES = {"graphs": GIB, "eager": GIB // 4}
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -118,6 +126,8 @@ class RunShape:
     gpu_memory_utilization: float = 0.3
     sleep_mode: bool = False
     hf_batch: int = 64  # rollout.batch_size: sequences per HF generate chunk
+    entropy: bool = True  # the first update pass also computes the policy entropy (the trainer always does)
+    vllm_cuda_graphs: bool = True  # not rollout.vllm_enforce_eager
 
     @property
     def mixed(self) -> bool:
@@ -141,7 +151,7 @@ class Item:
     note: str = ""
 
 
-PHASES = ("start-up", "rollout", "sync", "log-probs", "update")
+PHASES = ("start-up", "rollout", "sync", "log-probs", "update", "step")  # step: the optimizer step
 SYNC_BUCKET_BYTES = 256 << 20  # weights/broadcast.py BUCKET_BYTES (not imported: no torch here; a test compares)
 STEADY = PHASES[1:]  # every phase of a training step (start-up is before the first one)
 
@@ -184,7 +194,7 @@ def training_state(shape: ModelShape, run: RunShape) -> list[Item]:
             Item("policy weights (frozen base)", p * run.model_bytes / n, STEADY,
                  f"{p:,} x {run.model_bytes} B{split}"),
             Item("LoRA adapter (float32)", a * 4 / n, STEADY, f"{a:,} x 4 B{split}"),
-            Item("gradients (adapter, float32)", a * 4 / n, ("update",), "freed after each optimizer step"),
+            Item("gradients (adapter, float32)", a * 4 / n, ("update", "step"), "freed after each optimizer step"),
             Item("AdamW moments (adapter)", 2 * a * 4 / n, STEADY, "exp_avg + exp_avg_sq"),
             Item("reference model", 0, STEADY,
                  "none: the adapter-disabled base" if run.reference else "none: beta = 0"),
@@ -193,7 +203,7 @@ def training_state(shape: ModelShape, run: RunShape) -> list[Item]:
     dtype = "float32 master" if run.mixed else f"{w} B"
     return [
         Item(f"policy weights ({dtype})", p * w / n, STEADY, f"{p:,} x {w} B{split}"),
-        Item("gradients", p * w / n, ("update",), "freed after each optimizer step"),
+        Item("gradients", p * w / n, ("update", "step"), "freed after each optimizer step"),
         Item("AdamW moments", 2 * p * w / n, STEADY, f"exp_avg + exp_avg_sq, 2 x {w} B{split}"),
         Item("reference model", p * w / n if run.reference else 0, STEADY,
              f"full-FT copy, {w} B{split}" if run.reference else "none: beta = 0"),
@@ -210,6 +220,28 @@ def logits_bytes(shape: ModelShape, run: RunShape, grad: bool) -> float:
     if c == 4:  # float32: the chunks are views that keep the logits alive; full-size gradient buffers
         return elems * 12 + chunk * 4
     return elems * (c + 4) + chunk * 8
+
+
+def entropy_bytes(shape: ModelShape, run: RunShape) -> float:
+    """The entropy the first update pass computes (logprobs.py, no gradients): float32 temporaries of
+    one chunk during the forward, beyond what the backward holds. Measured on CPU (tests/test_plan.py):
+    +2.4 (one chunk) and +4.4 (two chunks) bytes per chunk element in bf16, nothing in float32, whose
+    full-size float32 gradient buffers (12 E) outweigh the forward's chunk."""
+    c = 4 if (run.model_bytes == 4 and not run.mixed) else run.compute_bytes
+    if not run.entropy or c == 4:
+        return 0
+    return ENTROPY_CHUNK_BYTES * min(run.micro_batch, LOGPROB_CHUNK) * run.completion_tokens * shape.vocab_size
+
+
+def optimizer_step_items(shape: ModelShape, run: RunShape) -> list[Item]:
+    """AdamW's step with ``foreach`` (PyTorch's default on CUDA): its list of sqrt(exp_avg_sq) is
+    one copy of the trainable parameters (measured on CPU: the step's peak is 1.00x their bytes)."""
+    n = run.shards
+    if run.lora_rank:
+        trainable = shape.lora_params(run.lora_rank, run.lora_targets) * 4
+    else:
+        trainable = shape.params() * run.master_bytes
+    return [Item("AdamW foreach temporaries", trainable / n, ("step",), "one trainable-size copy at the step")]
 
 
 def layer_activation_bytes(shape: ModelShape, run: RunShape) -> float:
@@ -234,6 +266,8 @@ def activation_items(shape: ModelShape, run: RunShape) -> list[Item]:
              + ("checkpointed" if run.gradient_checkpointing else "no gradient checkpointing")),
         Item("LM-head weight gradient (compute dtype)", v * shape.hidden_size * run.compute_bytes
              if run.mixed else 0, ("update",), "cast back to the float32 .grad"),
+        Item("entropy temporaries (first update pass)", entropy_bytes(shape, run), ("update",),
+             "float32, one 8-row chunk" if run.entropy else "entropy not computed"),
         Item("logits, no-grad pass", logits_bytes(shape, run, grad=False)
              if (run.reference or run.old_logprobs) else 0, ("log-probs",),
              "old / reference log-probs" if (run.reference or run.old_logprobs) else "not needed"),
@@ -259,6 +293,10 @@ def rollout_items(shape: ModelShape, run: RunShape, gpu_bytes: float) -> tuple[l
         items.append(Item(f"vLLM engine ({run.gpu_memory_utilization:g} x GPU)", share,
                           ("rollout",) if run.sleep_mode else STEADY,
                           "weights + KV cache; " + ("sleeps outside generate" if run.sleep_mode else "held all run")))
+        graphs = "graphs" if run.vllm_cuda_graphs else "eager"
+        items.append(Item("vLLM outside its share (assumed)", VLLM_ALLOWANCE_BYTES[graphs], STEADY,
+                          ("CUDA graphs, " if run.vllm_cuda_graphs else "enforce_eager, ")
+                          + "sampler and profiling buffers"))
         if run.sleep_mode:
             items.append(Item("vLLM weights woken for the sync", weights, ("sync",),
                               "sleep mode: KV cache stays freed"))
@@ -315,7 +353,7 @@ def estimate(shape: ModelShape, run: RunShape, gpu_bytes: float, context_bytes: 
     startup = startup_items(shape, run)
     plan.items.append(Item("CUDA context (assumed)", context_bytes, PHASES if startup else STEADY,
                            "per process, outside PyTorch's allocator"))
-    plan.items += activation_items(shape, run) + fsdp_gather_items(shape, run)
+    plan.items += activation_items(shape, run) + optimizer_step_items(shape, run) + fsdp_gather_items(shape, run)
     rollout, plan.vllm = rollout_items(shape, run, gpu_bytes)
     plan.items += rollout + startup
     return plan

@@ -22,7 +22,8 @@ def run_shape(cfg: RunConfig, ranks: int = 1, prompt_tokens: int = 512) -> RunSh
         lora_rank=cfg.model.lora_r if cfg.model.lora else 0, lora_targets=tuple(cfg.model.lora_target_modules),
         reference=t.beta > 0, old_logprobs=t.updates_per_step > 1 or t.kl_in == "reward" or r.tis_cap > 0,
         gradient_checkpointing=cfg.model.gradient_checkpointing, ranks=ranks, fsdp=t.fsdp, engine=r.engine,
-        gpu_memory_utilization=r.gpu_memory_utilization, sleep_mode=r.vllm_sleep_mode, hf_batch=r.batch_size)
+        gpu_memory_utilization=r.gpu_memory_utilization, sleep_mode=r.vllm_sleep_mode, hf_batch=r.batch_size,
+        vllm_cuda_graphs=not r.vllm_enforce_eager)
 
 
 def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> list[str]:
@@ -41,7 +42,7 @@ def render(plan: Plan, cfg: RunConfig, run: RunShape, source: str, shape) -> lis
         f"{'component':<42} {'GiB':>8}  phases / note",
     ]
     for item in plan.items:
-        when = ("every step" if set(item.phases) >= {"rollout", "sync", "log-probs", "update"}
+        when = ("every step" if set(item.phases) >= {"rollout", "sync", "log-probs", "update", "step"}
                 else ", ".join(item.phases))
         lines.append(f"{item.name:<42} {item.bytes / GIB:>8.2f}  {when}; {item.note}")
     if plan.vllm:

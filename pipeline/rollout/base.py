@@ -44,7 +44,12 @@ class Sample:
     completion: str  # decoded without special tokens
     completion_ids: list[int]  # includes the EOS token when the model stopped by itself
     finish_reason: str  # "stop" (EOS) or "length" (hit max_new_tokens)
-    logprobs: list[float] | None = None  # engine's log-prob of each completion token, if known
+    logprobs: list[float] | None = None  # engine's log-prob of each completion token, if known (0.0 at tool tokens)
+    # rollout.tools: [start, end) of each appended tool-output block in completion_ids (the rest the policy
+    # sampled), and the completion's tool statistics (calls, errors, timeouts, sandbox_s); empty without tools
+    tool_spans: list[tuple[int, int]] = field(default_factory=list)
+    tool_stats: dict[str, float] = field(default_factory=dict)
+    turns: list[str] = field(default_factory=list)  # rollout.tools: the text of each policy turn
 
 
 class EngineError(RuntimeError):

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.masks import forward_mask
+
 # generation_config fields that make generate add a logits processor even when greedy.
 _PROCESSOR_FIELDS = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0,
                      "bad_words_ids": None, "suppress_tokens": None, "begin_suppress_tokens": None,
@@ -45,18 +47,21 @@ def check_plain(model) -> None:
 
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, *, max_new_tokens: int, eos_ids: list[int],
-           sampler=None, cache=None, want_logprobs: bool = False, temperature: float = 1.0
-           ) -> tuple[list[list[int]], list[list[float]] | None]:
+           sampler=None, cache=None, want_logprobs: bool = False, temperature: float = 1.0,
+           budgets: list[int] | None = None, stop=None) -> tuple[list[list[int]], list[list[float]] | None]:
     """Generate up to ``max_new_tokens`` per row of left-padded ``input_ids`` [N, W].
 
     ``sampler``: a ``SeededSampler`` for these rows (None = greedy). ``cache``: a KV cache holding
     ``input_ids[:, :-1]`` (``prefill.shared_prefill``), so only the last prompt token is forwarded.
     Returns each row's tokens (ending at its EOS, kept, or at the budget) and, with
-    ``want_logprobs``, each token's log-prob under softmax(raw logits / temperature)."""
+    ``want_logprobs``, each token's log-prob under softmax(raw logits / temperature).
+    ``budgets``: a budget per row (at most ``max_new_tokens``); ``stop(row, row's tokens) -> bool``: the
+    row ends after this token (the multi-turn rollout's closed code block, multi_turn.py)."""
     rows = input_ids.shape[0]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     if cache is None:
-        out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+        out = model(input_ids=input_ids, attention_mask=forward_mask(model, attention), position_ids=positions,
+                    use_cache=True,
                     logits_to_keep=1)
     else:
         out = model(input_ids=input_ids[:, -1:], attention_mask=attention, position_ids=positions[:, -1:],
@@ -78,6 +83,11 @@ def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, *, max_new_t
             if taken is not None:
                 logprobs[row].append(float(taken[k]))
         going = ~torch.isin(chosen, eos)
+        if budgets is not None or stop is not None:
+            ends = [k for k, row in enumerate(live.tolist()) if budgets is not None and len(tokens[row]) >= budgets[row]
+                    or stop is not None and stop(row, tokens[row])]
+            if ends:
+                going[ends] = False
         if step == max_new_tokens - 1 or not bool(going.any()):
             break
         if not bool(going.all()):

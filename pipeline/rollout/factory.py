@@ -1,6 +1,8 @@
 """The one place a rollout engine is built from the config (``rollout.engine``), for training,
 evaluation and the vLLM server alike.
 
+``rollout.tools`` (multi-turn tool use, multi_turn.py) is handed to the HF engines as ``ToolSettings``.
+
 - ``hf``: Hugging Face ``generate`` on the model itself (no copy); in lock-step on every rank when
   the model is FSDP-sharded (``train.fsdp`` under torchrun).
 - ``hf_process``: Hugging Face ``generate`` in a worker process of its own (process_engine.py), fed
@@ -21,6 +23,7 @@ from pipeline.config import RunConfig
 from pipeline.parallel import fsdp
 from pipeline.rollout.base import RolloutEngine
 from pipeline.rollout.hf_engine import HFEngine
+from pipeline.rollout.tool_runner import ToolSettings
 
 __all__ = ["build_engine", "colocated_vllm"]
 
@@ -52,9 +55,18 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
         return ProcessEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, threads=cfg.rollout.worker_threads,
                              timeout_s=cfg.rollout.worker_timeout_s,
                              autocast_dtype=_mixed_dtype(cfg), shared_prefill=cfg.rollout.shared_prefill,
-                             decode=cfg.rollout.decode)
+                             decode=cfg.rollout.decode, tools=tool_settings(cfg))
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, lockstep=fsdp.enabled(cfg),
-                    shared_prefill=cfg.rollout.shared_prefill, decode=cfg.rollout.decode)
+                    shared_prefill=cfg.rollout.shared_prefill, decode=cfg.rollout.decode, tools=tool_settings(cfg))
+
+
+def tool_settings(cfg: RunConfig) -> ToolSettings | None:
+    """``rollout.tools`` and its limits for an HF engine, or None when no tool is on."""
+    r = cfg.rollout
+    if "python" not in r.tools:
+        return None
+    return ToolSettings(max_calls=r.max_tool_calls, output_chars=r.tool_output_chars, timeout_s=r.tool_timeout_s,
+                        workers=r.tool_workers, backend=r.tool_sandbox_backend)
 
 
 def _mixed_dtype(cfg: RunConfig) -> str | None:

@@ -16,6 +16,16 @@ softmax(logits / temperature) (temperature 1 when greedy), the distribution the 
 ``token_logprobs`` scores: the behaviour policy of a pipelined trainer. The logits are generate's
 raw ones (``output_logits``), before the warpers and the Gumbel noise.
 
+A chunk whose prompts differ in length is prefilled by ``prefill.shared_prefill`` (one forward per
+row, or per prompt with ``shared_prefill``) with a mask where no pad query row is fully masked
+(pipeline/masks.py); ``generate`` then continues from that cache. Not for a lock-step policy.
+
+With ``tools`` (``rollout.tools: [python]``) a completion is written in turns: decoding stops where
+a ```python block closes, the sandbox runs it, its output block is appended and decoding goes on
+(multi_turn.py). Every turn uses the decode loop (decode_loop.py; each job keeps its own seeded
+sampler across turns, so a completion that never writes code is the one the loop gives without
+tools), hence seeded or greedy sampling only, and not on a lock-step (sharded) policy.
+
 ``lockstep=True`` is for an FSDP-sharded module (pipeline/parallel/fsdp.py), where every forward
 is a collective: ``generate(synced_gpus=True)`` keeps stepping on a rank whose sequences have ended
 until every rank's have, and the full weights are gathered once per call (``fsdp.gathered``)
@@ -32,17 +42,22 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
 
 from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
 from pipeline.rollout.decode_loop import check_plain, decode
+from pipeline.rollout.multi_turn import multi_turn
 from pipeline.rollout.prefill import shared_prefill
+from pipeline.rollout.tool_runner import ToolRunner, ToolSettings
 
 
 class HFEngine(RolloutEngine):
     runs_policy = True  # generates with the trainer's own module
 
     def __init__(self, model, tokenizer, batch_size: int = 64, progress: bool = False, lockstep: bool = False,
-                 shared_prefill: bool = False, decode: str = "generate"):
+                 shared_prefill: bool = False, decode: str = "generate", tools: ToolSettings | None = None):
         self.model = model
         self.decode = decode  # "generate" or "loop" (decode_loop.py: ended rows leave the batch)
-        if decode == "loop":
+        self.tools = ToolRunner(tools) if tools is not None else None  # rollout.tools: multi-turn (module notes)
+        if tools is not None and lockstep:
+            raise ValueError("rollout.tools: not for a sharded (lock-step) policy")
+        if decode == "loop" or tools is not None:
             if lockstep:
                 raise ValueError("rollout.decode=loop: not for a sharded (lock-step) policy")
             check_plain(model)
@@ -59,6 +74,8 @@ class HFEngine(RolloutEngine):
 
     def close(self) -> None:
         self.model = None
+        if self.tools is not None:
+            self.tools.close()
 
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
         if not self.lockstep:
@@ -77,6 +94,11 @@ class HFEngine(RolloutEngine):
         self.model.eval()
         device = next(self.model.parameters()).device
         eos_ids = _eos_ids(self.model, tok)
+        if self.tools is not None:
+            try:
+                return self._tool_rollout(prompts, jobs, params, eos_ids, device)
+            finally:
+                self.model.train(was_training)
         chunks = range(0, len(jobs), self.batch_size)
         for start in tqdm(chunks, desc="generate", disable=not self.progress, leave=False):
             chunk = jobs[start:start + self.batch_size]
@@ -91,8 +113,12 @@ class HFEngine(RolloutEngine):
             processors = LogitsProcessorList([SeededSampler(
                 [params.seed + k for k in range(start, start + len(chunk))], params)] if seeded else [])
             plain = greedy or seeded
-            prefix = {"past_key_values": shared_prefill(self.model, input_ids.to(device), attention.to(device))} \
-                if self.shared_prefill and n > 1 and width > 1 else {}
+            # A padded chunk is prefilled here, not by generate: its pad queries need a mask that is never
+            # fully masked (pipeline/masks.py). Not for a sharded policy (every rank must run the same forwards).
+            share = self.shared_prefill and n > 1
+            padded = not self.lockstep and not bool(attention.all())
+            prefix = {"past_key_values": shared_prefill(self.model, input_ids.to(device), attention.to(device),
+                                                        share=share)} if (share or padded) and width > 1 else {}
             if self.decode == "loop":
                 if not plain:
                     raise ValueError("rollout.decode=loop samples with per-row seeds: give SamplingParams.seed")
@@ -126,6 +152,59 @@ class HFEngine(RolloutEngine):
                     logprobs=None if taken is None else taken[row, :len(completion_ids)].tolist()))
         self.model.train(was_training)
         return results
+
+
+    def _tool_rollout(self, prompts: list[str], jobs: list[tuple[int, list[int]]], params: SamplingParams,
+                      eos_ids: list[int], device) -> list[list[Sample]]:
+        """The multi-turn rollout (multi_turn.py) with this engine's decode loop, ``batch_size`` rows at a time."""
+        greedy = params.temperature <= 0
+        if not greedy and params.seed is None:
+            raise ValueError("rollout.tools samples with per-row seeds: give SamplingParams.seed (or sample greedily)")
+        sampler = None if greedy else SeededSampler([params.seed + k for k in range(len(jobs))], params)
+        pad = self.tokenizer.pad_token_id
+
+        def decode_rows(rows, contexts, budgets, stop):
+            tokens, logprobs = [], [] if params.logprobs else None
+            for start in range(0, len(rows), self.batch_size):
+                part, ctx = rows[start:start + self.batch_size], contexts[start:start + self.batch_size]
+                width = max(len(c) for c in ctx)
+                input_ids = torch.full((len(part), width), pad, dtype=torch.long)
+                attention = torch.zeros_like(input_ids)
+                for r, c in enumerate(ctx):
+                    input_ids[r, width - len(c):] = torch.tensor(c)
+                    attention[r, width - len(c):] = 1
+                got, taken = decode(self.model, input_ids.to(device), attention.to(device),
+                                    max_new_tokens=max(budgets[start:start + len(part)]), eos_ids=eos_ids,
+                                    sampler=None if sampler is None else _JobRows(sampler, part),
+                                    want_logprobs=params.logprobs, temperature=params.temperature,
+                                    budgets=budgets[start:start + len(part)],
+                                    stop=lambda r, toks, part=part: stop(part[r], toks))
+                tokens += got
+                if logprobs is not None:
+                    logprobs += taken
+            return tokens, logprobs
+
+        done = multi_turn(decode_rows, [ids for _, ids in jobs], self.tokenizer, max_new_tokens=params.max_new_tokens,
+                          runner=self.tools, eos_ids=eos_ids)
+        results: list[list[Sample]] = [[] for _ in prompts]
+        for (i, ids), t in zip(jobs, done):
+            results[i].append(Sample(
+                prompt=prompts[i], prompt_ids=ids, completion=self.tokenizer.decode(t.ids, skip_special_tokens=True),
+                completion_ids=t.ids, finish_reason=t.finish_reason, logprobs=t.logprobs if params.logprobs else None,
+                tool_spans=t.tool_spans, tool_stats=t.stats(), turns=t.turns))
+        return results
+
+
+class _JobRows:
+    """A ``SeededSampler`` over every job of a call, seen by a decode of some of them: batch row r is
+    job ``jobs[r]``, whose generator goes on drawing where its previous turn left off."""
+
+    def __init__(self, sampler: "SeededSampler", jobs: list[int]):
+        self.sampler, self.jobs = sampler, jobs
+
+    def scores(self, rows, scores: torch.FloatTensor) -> torch.FloatTensor:
+        rows = rows.tolist() if isinstance(rows, torch.Tensor) else rows
+        return self.sampler.scores([self.jobs[r] for r in rows], scores)
 
 
 class SeededSampler(LogitsProcessor):

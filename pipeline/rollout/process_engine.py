@@ -49,7 +49,7 @@ class ProcessEngine(RolloutEngine):
 
     def __init__(self, model, tokenizer, *, batch_size: int = 64, threads: int = 0, timeout_s: float = 600.0,
                  autocast_dtype: str | None = None, version: int = 0, shared_prefill: bool = False,
-                 decode: str = "generate"):
+                 decode: str = "generate", tools=None):
         total = torch.get_num_threads()
         mine = threads or max(1, total // 2)
         torch.set_num_threads(max(1, total - mine))  # the trainer's share
@@ -61,7 +61,7 @@ class ProcessEngine(RolloutEngine):
         spec = {"config": model.config, "tokenizer": tokenizer, "weights": state_bytes(model), "version": version,
                 "batch_size": batch_size, "threads": mine, "device": str(next(model.parameters()).device),
                 "autocast": autocast_dtype, "parent": os.getpid(),
-                "engine": {"shared_prefill": shared_prefill, "decode": decode}}
+                "engine": {"shared_prefill": shared_prefill, "decode": decode, "tools": tools}}
         self._proc = ctx.Process(target=worker_main, args=(spec, self._requests, self._replies), daemon=True,
                                  name="mathrl-rollout-worker")
         self._proc.start()
@@ -137,6 +137,13 @@ def worker_main(spec: dict, requests, replies) -> None:
     model.load_state_dict(torch.load(io.BytesIO(spec["weights"]), weights_only=True))
     model.eval()
     engine = HFEngine(model, spec["tokenizer"], batch_size=spec["batch_size"], **spec["engine"])
+    try:
+        _serve(engine, model, spec, requests, replies)
+    finally:
+        engine.close()  # the sandbox pool of rollout.tools, if it started one
+
+
+def _serve(engine, model, spec: dict, requests, replies) -> None:
     version, served = spec["version"], 0
     dtype = spec["autocast"]
     device_type = torch.device(spec["device"]).type

@@ -6,7 +6,8 @@ statement - a box group, a `####` line or an answer marker ("The answer is", "Fi
 single answer. Without any statement the last sentence that has math is read, unless the text
 stops mid-sentence. Styles differ only there: "math" reads math environments only, "gsm8k"
 and "auto" also plain numbers. All scanning is linear-time string work on capped spans;
-nothing here can hang on hostile input.
+nothing here can hang on hostile input. A chat-template end-of-turn token (`<|im_end|>`,
+`<|eot_id|>`, `</s>`...) ends the completion: a turn written after it is not the model's answer.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ __all__ = ["STYLES", "extract_answer", "read_final", "reference_answer"]
 
 STYLES = ("auto", "gsm8k", "math")
 
+# chat-template end-of-turn tokens (ChatML, Llama 3, GPT-2/Qwen, SentencePiece, Gemma, Phi)
+END_OF_TURN = re.compile(r"<\|(?:im_end|endoftext|eot_id|eom_id|end_of_text|end)\|>|</s>|<end_of_turn>")
 _PLAIN_NUMBER = re.compile(r"^[$€£]?(-?)[$€£]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\.?$")
 
 
@@ -29,6 +32,7 @@ def read_final(text: str, style: str = "auto") -> Reading:
         raise ValueError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
     if not isinstance(text, str) or not text:
         return Reading(None)
+    text = END_OF_TURN.split(text, 1)[0]  # what follows the model's end-of-turn token is not its answer
     reading, _kind = final_reading(text.replace("\x00", ""), style)
     if reading.answer is None:
         return reading

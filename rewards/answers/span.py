@@ -12,7 +12,10 @@ apples because ..."), `first=False` the last (a concluding sentence: "So she has
 Words that change the meaning make the span state no single answer (`HEDGED`): a negation or
 comparison right before the answer ("is not 18", "at least 18"), a hedge anywhere in the
 sentence ("maybe", "could", "probably"), alternatives or conditions after it ("18 or 17",
-"18 (or 17 if ...)", "18 or more", "18?"). Linear-time regex tokenising of a capped span.
+"18 (or 17 if ...)", "18 or more", "18?"), a parenthesised remark or an adverb after it
+("18 (approximately)", "18 roughly"; a parenthesis that starts with a reason word is a reason,
+not a remark). The word "percent" right after the value is its percent sign ("28 percent" is
+`28\\%`). Linear-time regex tokenising of a capped span.
 """
 
 from __future__ import annotations
@@ -187,7 +190,13 @@ def read_span(span: str, first: bool = True) -> Reading:
     if _negated_before(toks, runs, group[0].start):
         return Reading(None, HEDGED)
     parts = [r.text for r in group]
-    if _bad_after(toks[group[-1].end:], first, [r.text for r in runs if r.start >= group[-1].end], parts):
+    after = toks[group[-1].end:]
+    k = next((i for i, t in enumerate(after) if t[0] != "ws"), None)
+    if k is not None and after[k][0] == "word" and after[k][1].lower() == "percent" and \
+            not parts[-1].rstrip().endswith("%"):
+        parts[-1] += "\\%"  # "28 percent" is the answer 28%, not 28 followed by a word
+        after = after[k + 1:]
+    if _bad_after(after, first, [r.text for r in runs if r.start >= group[-1].end], parts):
         return Reading(None, HEDGED)
     return Reading(parts[0] if len(parts) == 1 else ", ".join(parts))
 
@@ -205,9 +214,27 @@ def _negated_before(toks, runs: list[_Run], start: int) -> bool:
     return bool(set(words[-2:]) & (NEGATION | COMPARISON))
 
 
+def _remark_after(after) -> bool:
+    """A parenthesis opened after the answer, before any reason word, is a remark on it ("18
+    (approximately)", "18 (rounded)", "18 (or 17)"), and so is an adverb ("18 approximately",
+    a word ending in "-ly"): the answer is then not stated plainly. A parenthesis that gives a
+    reason ("18 (since 9 * 2 = 18)") is not a remark."""
+    for k, (kind, text) in enumerate(after):
+        if kind == "end" or (kind == "word" and text.lower() in _JUSTIFY):
+            return False
+        if kind == "word" and len(text) > 3 and text.lower().endswith("ly"):
+            return True  # an adverb bearing on the value: "18 approximately", "18 roughly"
+        if kind == "op" and text in "([":
+            nxt = next((t for t in after[k + 1:] if t[0] != "ws"), None)
+            return not (nxt is not None and nxt[0] == "word" and nxt[1].lower() in _JUSTIFY)
+    return False
+
+
 def _bad_after(after, first: bool, later: list[str], answer: list[str]) -> bool:
     """Words after the answer that make it a different or uncertain claim."""
     if any(t[0] == "end" and t[1] == "?" for t in after):
+        return True
+    if _remark_after(after):
         return True
     words = _words(after)
     upto = len(words)

@@ -30,6 +30,7 @@ from rewards.answers.boxed import box_groups, boxes, group_answer, unclosed_afte
 from rewards.answers.span import HEDGED, MAX_SPAN, Reading, env_spans, read_span, tokens
 from rewards.equivalence.budget import current_deadline
 from rewards.equivalence.equiv import EQUAL, equiv_status
+from rewards.equivalence.grammar.units import unit_name
 
 _MARKER = re.compile(
     r"(?i:\b(?:the|my|our)\s+(?:(?:final|correct|right)\s+)?answer(?:\s*\*\*)?\s*"
@@ -80,6 +81,8 @@ def final_statement(text: str) -> Statement | None:
             continue
         line = text[m.end(): m.end() + MAX_SPAN].split("\n", 1)[0]
         reading = read_span(line, first=True)
+        if reading.answer is not None and not _gsm_tail_ok(line):
+            reading = Reading(None, HEDGED)
         if reading.answer is not None or reading.problem:
             best = Statement(m.start(), m.end() + len(line), "####", reading)
             break
@@ -91,6 +94,15 @@ def final_statement(text: str) -> Statement | None:
             best = st
             break
     return best
+
+
+def _gsm_tail_ok(line: str) -> bool:
+    """A `####` line is a value line: after its last digit only listed units (the strict
+    grammar's list, `rewards.equivalence.grammar.units`), commands and punctuation may follow
+    (`#### 18 dollars`, `#### 18\\%`; not `#### 18 approx`, `#### 18 thousand`, `#### 18 apples`)."""
+    tail = re.sub(r"\\[A-Za-z]+", " ", re.split(r"\d", line)[-1])
+    words = re.findall(r"[A-Za-z]+", tail)
+    return all(unit_name(w, True) is not None or w.lower() in ("percent", "square", "cubic", "sq") for w in words)
 
 
 def _markers(text: str) -> list[re.Match]:
@@ -181,7 +193,10 @@ _AFTER_BOX = re.compile(
     r"|"
     r"(?:(?:is|was|would\s+be|seems)\s+(?:not|n't)|isn't|wasn't)\s+" + _VERDICT + r"(?![a-z])"
     r"|(?:is|was|would\s+be|seems)\s+(?:wrong|incorrect|false|invalid)"
-    r"|\(?\s*or\b(?!\s+else)|maybe|perhaps|possibly|probably|\?)", re.I)
+    r"|\(?\s*or\b(?!\s+else)|maybe|perhaps|possibly|probably|\?"
+    # a remark on the value: a parenthesis that gives no reason, an adverb ("(approximately)", "roughly")
+    r"|(?:text\{\s*)?\((?!\s*(?:since|because|as|from|which|given|using|by|where|when|for)\b)"
+    r"|(?:text\{\s*)?[A-Za-z]{2,}ly\b|text\{[^{}]*[.(?])", re.I)
 
 
 def reference_answer(solution: str) -> str | None:

@@ -11,6 +11,9 @@ Order of work, the same for both arguments (so the verdict never depends on thei
    of numbers are decided there with exact `Fraction` arithmetic.
 3. Text answers compare as text: words are never products of letters (`seat` != `east`), and
    a word that is not a unit keeps a number from equalling a bare number (`18 minus one`).
+   An answer that uses an operation outside the value vocabulary (`\\max`, `\\min`, `\\bmod`,
+   `\\lceil`, `\\gcd`, an unknown macro: `rewards.equivalence.vocabulary`) equals only a gold
+   that uses the same operations: `\\max(17, 18)` is not the answer 18, it picks among candidates.
 4. Answers that evaluate to clearly different values are rejected by a small numeric evaluator
    (`rewards.equivalence.numeric`, a proof by evaluation at generic points).
 5. Only what is left (radicals, pi, algebra, matrices, equations that may be equal) goes to
@@ -34,6 +37,7 @@ from rewards.equivalence.forms import is_closed, is_name, split_chain
 from rewards.equivalence.normalize import MAX_FAST_LEN, clean, fast_equiv, normalize, split_top
 from rewards.equivalence.numeric import clearly_different
 from rewards.equivalence.symbolic import EQUAL, NOT_EQUAL, PARSE_ERROR, TIMEOUT, get_pool
+from rewards.equivalence.vocabulary import foreign
 
 __all__ = ["is_equiv", "equiv_status", "EQUAL", "NOT_EQUAL", "PARSE_ERROR", "TIMEOUT"]
 
@@ -68,6 +72,8 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
         deadline = time.monotonic() + timeout
         if clean(str(pred)) == clean(str(gold)):
             return EQUAL  # the same answer written the same way
+        if foreign(str(pred)) != foreign(str(gold)):
+            return NOT_EQUAL  # an operation left undone that the gold does not use (module doc, 3)
         a, b = _resolve(str(pred)), _resolve(str(gold))
         if a is None or b is None:
             return PARSE_ERROR

@@ -6,7 +6,8 @@ thousands marks, "and"/"or" between items written as commas. `normalize(s)` then
 comma-separated item to a canonical form:
 - a trailing unit (`7\\text{ cm}^2`, `12 apples`) is dropped, but only when no word in it
   changes the meaning (`18 \\text{ or more}`, `18 minus one` keep their words and so never
-  equal 18);
+  equal 18) and it has the form of a unit (`_unit_form`: words only - no parenthesised remark,
+  no "-ly" adverb, no abbreviation that is not a listed unit);
 - a trailing `\\%` or degree sign on the whole value is dropped (`50\\%` == 50, `30^\\circ` ==
   30); anywhere else a degree is the angle it names (`\\sin 30^\\circ` == 1/2, `\\sin(90^\\circ-x)`
   != `\\sin(90-x)`) and a `\\%` stays (`1\\%8` is not 18);
@@ -26,6 +27,7 @@ import re
 from fractions import Fraction
 
 from rewards.equivalence.forms import clock_time, inequality_interval, is_name, split_top
+from rewards.equivalence.grammar.units import unit_name
 from rewards.equivalence.words import AFTER_BAD, COMPARISON
 
 MAX_FAST_LEN = 4000  # longer answers are only compared as strings (no real answer is this long)
@@ -200,10 +202,28 @@ def _strip_unit(s: str) -> str:
         return s
     if {w.lower() for w in words} & _UNIT_STOP or re.fullmatch(r"[ap]\.?\s*m\.?", " ".join(words).lower()):
         return s
+    if not _unit_form(unit, words):
+        return s
     if re.search(r"\d", unit):  # "^2" after a word only
         if not re.fullmatch(r"(?:\s*(?:\\text\{[^{}]*\}|[A-Za-z.]+|\^\{?-?\d\}?|/))+", unit):
             return s
     return value
+
+
+def _unit_form(unit: str, words: list[str]) -> bool:
+    """The allowed form of a unit to drop: words (with `/`, `^2`, spacing), no remark. A
+    parenthesis or other punctuation makes the tail a remark on the value (`18 \\text{ (approximately)}`,
+    `18 \\text{ (exact?)}`); a word ending in "-ly" is an adverb bearing on the value, not what
+    is counted (`18 \\text{ approximately}`, `roughly`); a word cut short with "." must be a
+    listed unit (`lbs.`, `ft.`; not `approx.`, `est.`)."""
+    if re.search(r"[()\[\]?!:;,'\"]", unit):
+        return False
+    for w in words:
+        if unit_name(w, True) is not None or w.lower() in ("sq", "cu", "per", "square", "cubic"):
+            continue
+        if w.lower().endswith("ly") or re.search(re.escape(w) + r"\.", unit):
+            return False
+    return True
 
 
 def _strip_trailing_marks(s: str) -> str:

@@ -41,7 +41,7 @@ def strict_check(completion: str, gold: str, timeout: float = 5.0):
             return RewardResult(0.0, pred_text, str(e))
         if final.joined_by_or:
             for other in items[1:]:  # "\boxed{a} or \boxed{b}": one value written twice, or none
-                status = compare(items[0], other, deadline)
+                status = compare(items[0], other, deadline, marks="same")
                 if status != EQUAL:
                     return RewardResult(0.0, pred_text, TIMEOUT if status == TIMEOUT else f"{NO_SINGLE}: or")
             items = items[:1]
@@ -51,7 +51,7 @@ def strict_check(completion: str, gold: str, timeout: float = 5.0):
                 node = parse_answer(other)
             except Unrecognized:
                 return RewardResult(0.0, pred_text, f"{NO_SINGLE}: another statement {other[:40]!r}")
-            status = compare(node, pred, deadline)
+            status = compare(node, pred, deadline, marks="same")
             if status != EQUAL:
                 return RewardResult(0.0, pred_text, TIMEOUT if status == TIMEOUT else
                                     f"{NO_SINGLE}: another statement {other[:40]!r}")

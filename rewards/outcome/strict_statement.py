@@ -10,6 +10,15 @@ equivalence under the completion's deadline): two statements of different values
 the middle of hidden/quoted text, are no single answer. The sentence that leads into the box
 must not cast doubt on it (`LEAD_DOUBT`: "a common mistake is", "maybe", a negation in the last
 words before the box). This one guard is a word list, because the lead-in is free prose.
+
+A unit written right after a single box (the MATH style `\\boxed{5}\\text{ cm}`, `\\boxed{5} cm.`,
+`\\boxed{30}^\\circ`, `\\boxed{18}\\%`) belongs to the answer: it is read only when it is one of
+the grammar's listed units (`rewards.equivalence.grammar.units`, with `^2`/`^3`, "square"/"cubic"),
+a percent sign or word, or a degree sign; it is then appended to the box's content and compared
+as a unit (a percentage or an angle only against a gold that is one). Anything else after the box
+is refused as before. A bare word (outside `\\text{}`) is read as a unit only when it has two or
+more letters and nothing but the allowed end atoms follows it (`\\boxed{5} in the box.` keeps
+"in" as a closing word).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from rewards.answers.boxed import box_groups, boxes
+from rewards.equivalence.grammar.units import unit_name
 
 MAX_STATEMENTS = 20
 CLOSING_WORDS = {
@@ -38,6 +48,12 @@ LEAD_DOUBT = re.compile(
     r"|\b(?:not|never|no|isn't|cannot)\b\W*(?:\w+\W+){0,3}$|n't\W*(?:\w+\W+){0,3}$"
     r"|\b(?:or|either|nor|versus|vs)\b[\W]*$", re.I)  # "17 or $\boxed{18}$": one of two
 _GSM = re.compile(r"####[ \t]*([^\n]*)")
+_UNIT_GAP = re.compile(r"(?:[ \t]|\$|\\[,;: !]|~)*")
+_POWER = r"(?:\^\s*\{?\s*[23]\s*\}?)?"
+_UNIT_AFTER = re.compile(
+    r"\\(?:text|textrm|mathrm|mbox|textnormal)\s*\{\s*(?P<text>[A-Za-z]+(?: [A-Za-z]+)?)\s*\}(?P<tpow>" + _POWER + ")"
+    r"|(?P<pct>\\%)|(?P<deg>\^\s*\{?\s*\\circ\s*\}?|\\degree(?![A-Za-z]))"
+    r"|(?P<bare>[A-Za-z]{2,}(?: [A-Za-z]{2,})?)(?![A-Za-z])(?P<bpow>" + _POWER + ")")
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,36 @@ def _tail_ok(tail: str) -> str:
     return ""
 
 
+def _only_atoms(tail: str) -> bool:
+    i = 0
+    while i < len(tail):
+        m = _TAIL_ATOM.match(tail, i)
+        if m is None:
+            return False
+        i = m.end()
+    return True
+
+
+def _unit_after(text: str, end: int) -> tuple[str, int] | None:
+    """(the answer's suffix, where the unit ends) for a listed unit right after a box, else None."""
+    m = _UNIT_AFTER.match(text, _UNIT_GAP.match(text, end).end())
+    if m is None:
+        return None
+    if m.group("pct"):
+        return "\\%", m.end()
+    if m.group("deg"):
+        return "^\\circ", m.end()
+    word = m.group("text") or m.group("bare")
+    power = re.sub(r"[\s^{}]", "", m.group("tpow") or m.group("bpow") or "")
+    if m.group("bare") and not _only_atoms(text[m.end():m.end() + 400]):
+        return None  # a bare word followed by more words is a sentence, not a unit
+    if word.lower() == "percent":
+        return "\\%", m.end()
+    if unit_name(word + ("^" + power if power else ""), bool(m.group("text"))) is None:
+        return None
+    return f"\\text{{ {word}}}" + ("^" + power if power else ""), m.end()
+
+
 def strict_final(text: str) -> Final:
     """The final statement and every other one (module docstring); `problem` says why there is
     no single answer."""
@@ -86,6 +132,12 @@ def strict_final(text: str) -> Final:
         contents = tuple(b.content(text).strip() for b in group)
         joined_or = any(re.search(r"\bor\b", text[a.end:b.start]) for a, b in zip(group, group[1:]))
         start, end = group[0].start, box_end
+        unit = _unit_after(text, end) if len(group) == 1 else None
+        if unit is not None:  # `\boxed{5}\text{ cm}`: the unit is part of the answer
+            # on the value: `x = 5` cm is `x = 5 cm`; a braced relation cannot carry a unit
+            eq = contents[0].rfind("=") + 1
+            value = contents[0][:eq] + "{" + contents[0][eq:] + "}"
+            contents, end = (value + unit[0],), unit[1]
         in_group = {id(b) for b in group}
         others = [b.content(text).strip() for b in all_boxes if id(b) not in in_group]
         others += [m.group(1).strip() for m in gsm]

@@ -11,8 +11,15 @@ Shapes first, values second:
 - Lists are multisets, tuples ordered (a bare list equals a tuple in the same order), sets
   multisets without repeats, intervals need the same brackets, matrices the same shape.
 - Units are compared as units (`5.4` dollars is not `5.4` cents); an answer without a unit
-  equals the gold's value when the gold has one, and the other way round. `50\\%` equals `50`
-  and `30^\\circ` equals `30` (the MATH convention), only at the top of an answer.
+  equals the gold's value when the gold has one, and the other way round. A unit belongs to a
+  whole value: one inside an expression (`2 + 3 \\text{ cm}`) makes the value equal nothing.
+- Percent and degree marks (`50\\%`, `50 percent`; `30^\\circ`, `30 \\text{ degrees}`) are decided
+  by the gold's own form (`compare(pred, gold)`, mode "gold"): a marked answer is paid only when
+  the gold carries the same mark (a percentage is not a count, an angle not a length, so
+  `18\\%` and `18^\\circ` never equal a gold of `18`); an answer without the mark equals a
+  marked gold (`50` for `50\\%`, `30` for `30^\\circ`: the question asked for the quantity in
+  that measure). Two statements of one completion (mode "same") must carry the same marks; the
+  lenient reader's second reading (mode "loose") keeps the MATH convention of dropping them.
 - Values: exact `Fraction` arithmetic when both sides are rational; otherwise both are printed
   as plain LaTeX (no words, nothing dropped) and decided by `rewards.equivalence.equiv.equiv_status`
   (numeric rejection, then sympy in the killable worker) with what is left of the deadline.
@@ -24,11 +31,14 @@ from __future__ import annotations
 
 import contextvars
 import time
+from typing import Literal
 from fractions import Fraction
 
 from rewards.equivalence.symbolic import EQUAL, NOT_EQUAL, TIMEOUT
 
 MAX_ITEMS = 50
+Marks = Literal["gold", "same", "loose"]
+_MARKS: contextvars.ContextVar[str] = contextvars.ContextVar("grammar_marks", default="gold")
 
 
 class Timeout(Exception):
@@ -40,12 +50,16 @@ def _check(deadline: float) -> None:
         raise Timeout
 
 
-def compare(pred, gold, deadline: float) -> str:
-    """EQUAL / NOT_EQUAL / TIMEOUT for two parse trees."""
+def compare(pred, gold, deadline: float, marks: Marks = "gold") -> str:
+    """EQUAL / NOT_EQUAL / TIMEOUT for two parse trees. `marks` (module docstring): "gold" the
+    second tree's percent/degree marks decide, "same" both must carry the same, "loose" dropped."""
+    token = _MARKS.set(marks)
     try:
         return EQUAL if _answer(pred, gold, deadline) else NOT_EQUAL
     except Timeout:
         return TIMEOUT
+    finally:
+        _MARKS.reset(token)
 
 
 # -- shapes --
@@ -169,13 +183,27 @@ def _answer(p, g, deadline) -> bool:
 # -- values --
 
 def _strip(n):
-    """(node without a top-level unit / percent / degree sign, unit or None)."""
-    unit = None
-    if n[0] == "unit":
-        n, unit = n[1], n[2]
-    while n[0] in ("pct", "deg"):
+    """(node without its top-level unit / percent / degree signs, unit or None, the marks
+    {"pct", "deg"} it carried: a degree unit word is the degree sign)."""
+    unit, marks = None, set()
+    while n[0] in ("unit", "pct", "deg"):
+        if n[0] == "unit":
+            if unit is not None:
+                break
+            unit = n[2]
+            if unit == "degree":
+                marks.add("deg")
+        else:
+            marks.add(n[0])
         n = n[1]
-    return n, unit
+    return n, unit, frozenset(marks)
+
+
+def _marks_ok(ma: frozenset, mb: frozenset) -> bool:
+    mode = _MARKS.get()
+    if mode == "loose":
+        return True
+    return ma == mb if mode == "same" else ma <= mb
 
 
 _LISTS = ("list", "tuple", "set", "union")
@@ -183,9 +211,11 @@ _LISTS = ("list", "tuple", "set", "union")
 
 def _value(a, b, deadline) -> bool:
     _check(deadline)
-    a, ua = _strip(a)
-    b, ub = _strip(b)
+    a, ua, ma = _strip(a)
+    b, ub, mb = _strip(b)
     if ua and ub and ua != ub:
+        return False
+    if not _marks_ok(ma, mb):
         return False
     ka, kb = a[0], b[0]
     if ka == "text" or kb == "text":
@@ -199,6 +229,8 @@ def _value(a, b, deadline) -> bool:
                 all(_value(x, y, deadline) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)))
     if ka in ("rel", "in") or kb in ("rel", "in"):
         return _answer(a, b, deadline)  # an item of a list: `x = 1, y = 2` against `1, 2`
+    if _inner_unit(a) or _inner_unit(b):
+        return False  # `2 + 3 \\text{ cm}`: a unit inside an expression is compared with nothing
     ra, rb = rational(a), rational(b)
     if ra is not None and rb is not None:
         return ra == rb
@@ -211,6 +243,17 @@ def _value(a, b, deadline) -> bool:
     if status == TIMEOUT:
         raise Timeout
     return status == EQUAL
+
+
+def _inner_unit(n) -> bool:
+    """A unit anywhere inside a value's expression (its own top-level unit is already stripped)."""
+    if not isinstance(n, tuple) or not n:
+        return False
+    if not isinstance(n[0], str):  # a sequence of nodes (the terms of an add or mul)
+        return any(_inner_unit(x) for x in n)
+    if n[0] == "unit":
+        return True
+    return any(_inner_unit(x) for x in n[1:] if isinstance(x, tuple))
 
 
 def _collection(a, b, deadline) -> bool:
@@ -409,7 +452,7 @@ def second_reading(pred: str, gold: str, deadline: float, only_equations: bool =
             return None
         if only_equations and not (p[0] == g[0] == "rel" and "=" in p[1] and "=" in g[1]):
             return None
-        status = compare(p, g, deadline)
+        status = compare(p, g, deadline, marks="loose")
         return status if status in (EQUAL, NOT_EQUAL) else None
     finally:
         _INSIDE.reset(token)

@@ -11,7 +11,8 @@ What an answer may be (nothing else parses):
 - `+ - * / ^`, `\\cdot \\times \\div`, implicit products (`2\\sqrt3`, `3x`) but never a number
   right after another value (`2 3`, `1\\,000` and `(2)3` are unparsed: a space between digits is
   not a product), `\\frac \\dfrac \\tfrac`, `\\sqrt[n]{}`, `|x|`, `!`, `%`/`\\%`/"percent",
-  degrees (`^\\circ`), `\\sin ... \\arctan`, `\\ln`, `\\exp`, `\\log_b`, a number in a base (`52_8`),
+  degrees (`^\\circ`) - at most one unit, percent or degree sign per value -,
+  `\\sin ... \\arctan`, `\\ln`, `\\exp`, `\\log_b`, a number in a base (`52_8`),
   a mixed number (`2\\frac{1}{2}`), a repeating decimal (`0.\\overline{3}`);
 - lists `a, b`, tuples `(a, b)`, intervals `[a, b)`, sets `\\{a, b\\}`, `\\emptyset`, unions
   `\\cup`, matrices (`pmatrix`/`bmatrix`), relations `=`, `<`, `>`, `\\le`, `\\ge`, and `x \\in S`.
@@ -41,6 +42,7 @@ _STOPWORDS = {"or", "and", "not", "is", "no", "the", "of", "to", "if", "are", "w
               "sin", "cos", "tan", "sec", "csc", "cot", "ln", "exp", "pi", "e", "inf", "nan", "hence"}
 _TEXT_ANSWER = re.compile(r"(?:\\text(?:bf|rm)?\{\s*)?([A-Za-z][A-Za-z' -]*[A-Za-z]|[A-Za-z]{2,})(?:\s*\})?\.?")
 _CHOICE = re.compile(r"\(?([A-E])\)?")
+_MARKED = ("unit", "pct", "deg")  # a value carries at most one unit, percent or degree sign
 
 
 def parse_answer(s: str):
@@ -214,6 +216,10 @@ class _Parser:
 
     def postfix(self, node):
         while True:
+            if node[0] in _MARKED and (self.at("op", "%", "deg") or self._unit_next()):
+                raise Unrecognized(f"second unit: {self.peek().text}")  # `5\\%\\%`, `{5 cm} inches`
+            if node[0] in ("rel", "in") and (self.at("op", "%", "deg") or self._unit_next()):
+                raise Unrecognized(f"unit on a relation: {self.peek().text}")  # `{g(x) = 2} cm` hides the name
             if self.at("op", "!"):
                 self.take()
                 node = ("fact", node)
