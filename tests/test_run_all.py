@@ -40,3 +40,47 @@ def test_run_prints_result_line_last_and_writes_report(tiny_setup, capsys):
 def test_unknown_stage_is_refused(tiny_setup):
     with pytest.raises(ConfigError, match=r"stages\[1\]: 'deploy' is not allowed"):
         load_run_config(None, [*tiny_setup[0], "stages=[train, deploy]"])
+
+
+def test_run_closes_every_engine_it_builds(tiny_setup, monkeypatch):
+    """`mathrl run` builds an engine for the GRPO stage and one per before/after eval (on a GPU box,
+    vLLM engines holding GPU memory): each is closed before the next stage, and no worker process
+    outlives the run. With the CPU default's pipelined settings every engine is an hf_process worker."""
+    import multiprocessing
+
+    import evals.evaluate
+    from pipeline.grpo import trainer
+    from pipeline.rollout import factory
+
+    built, live_at_build = [], []
+
+    def recording(*args, **kwargs):
+        live_at_build.append(sum(not getattr(e, "closed", False) for e in built))
+        engine = factory.build_engine(*args, **kwargs)
+        close = engine.close
+
+        def closing():
+            close()
+            engine.closed = True
+        engine.close = closing
+        built.append(engine)
+        return engine
+
+    monkeypatch.setattr(trainer, "build_engine", recording)
+    monkeypatch.setattr(evals.evaluate, "build_engine", recording)
+    overrides, _ = tiny_setup
+    cfg = load_run_config(None, [*overrides, "name=run-engines", "stages=[train, eval]", "train.steps=2",
+                                 "train.questions_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
+                                 "train.async_staleness=1", "rollout.engine=hf_process", "rollout.tis_cap=2",
+                                 "rollout.worker_threads=1", "rollout.decode=loop", "eval.limit=3",
+                                 "eval.max_new_tokens=8", "eval.n_samples=2", "eval.temperature=1.0", "eval.ks=[1, 2]",
+                                 "threads=1"])
+    threads = torch.get_num_threads()
+    try:
+        assert run_stage.main(cfg) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert len(built) == 5  # the trainer's, then sampled and greedy evals before and after
+    assert all(getattr(e, "closed", False) for e in built)
+    assert live_at_build == [0, 0, 0, 0, 0]  # no engine was open when the next one was built
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]
