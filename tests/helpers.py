@@ -28,3 +28,22 @@ def digit_fraction_odd_gold(completion: str, gold: str, style: str = "auto") -> 
     """``digit_fraction`` on problems whose gold answer is odd, 0 on the others: a batch with both
     groups that teach and groups whose rewards are all equal (advantage 0), on an untrained model."""
     return digit_fraction(completion, gold) if gold.strip().lstrip("-").isdigit() and int(gold) % 2 else 0.0
+
+
+def load_benchmark_script(name: str):
+    """``benchmarks/<name>.py`` imported as a module for its functions, with the environment it sets
+    on import (HF_HUB_OFFLINE, TQDM_DISABLE, ...) given back afterwards, so later tests see the usual one."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    saved = dict(os.environ)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return module

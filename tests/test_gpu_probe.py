@@ -4,24 +4,14 @@ left-padded log-probs, SDPA backends), and the verdict fails what it must."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import load_benchmark_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    saved = dict(os.environ)  # the script sets HF_HUB_OFFLINE / TQDM_DISABLE on import
-    spec = importlib.util.spec_from_file_location("gpu_probe_under_test", ROOT / "benchmarks" / "gpu_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    os.environ.clear()
-    os.environ.update(saved)
-    return module
+    return load_benchmark_script("gpu_probe")
 
 
 def test_a_small_case_measures_what_the_device_run_reports(probe):

@@ -5,10 +5,7 @@ random model with the trainer's own log-prob and KL code, still fails."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,20 +13,13 @@ import torch
 from pipeline.grpo.episodes import pack
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.losses import kl_divergence
+from tests.helpers import load_benchmark_script
 from tests.test_attention_masks import episodes, random_model
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def smoke():
-    saved = dict(os.environ)  # the script sets PYTHONPATH / HF_HUB_OFFLINE / TQDM_DISABLE on import
-    spec = importlib.util.spec_from_file_location("gpu_smoke_under_test", ROOT / "benchmarks" / "gpu_smoke.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    os.environ.clear()
-    os.environ.update(saved)
-    return module
+    return load_benchmark_script("gpu_smoke")
 
 
 def first_forward_kl(policy, reference, ref_temperature: float = 1.0) -> float:
