@@ -86,7 +86,25 @@ NATURAL = [
 ]
 
 
-@pytest.mark.parametrize("text,gold", NATURAL)
+# natural forms the issue listed as not paid: a percent written apart, chat-template end tokens,
+# bold answer lines
+NATURAL_FORMS_ISSUE_31 = [
+    ("The answer is 28 percent.", "28\\%"),
+    ("The answer is $28$ %.", "28\\%"),
+    ("#### 28 %", "28\\%"),
+    ("#### 18<|im_end|>", "18"),
+    ("The answer is 18.</s>", "18"),
+    ("The answer is 18<|endoftext|>", "18"),
+    ("So 9*2 = 18.\nThe answer is 18<|im_end|>\n<|im_start|>user\nNext question", "18"),
+    ("So the answer is $\\boxed{18}$<|eot_id|>", "18"),
+    ("**Answer: 18**", "18"),
+    ("**Final Answer:** 18", "18"),
+    ("### Final Answer\n**18**", "18"),
+    ("Therefore, the answer is **18**.", "18"),
+]
+
+
+@pytest.mark.parametrize("text,gold", NATURAL + NATURAL_FORMS_ISSUE_31)
 def test_natural_forms_stay_paid(text, gold):
     assert lenient(text, gold).score == 1.0, lenient(text, gold)
 
@@ -122,29 +140,6 @@ def test_redteam_hedges_and_functions_find_nothing_under_lenient_bounded():
     assert {r[0] for r in rows} == {"hedges", "functions"}
     exploits = [(r[0], r[1][-80:]) for r in rows if r[4]]
     assert not exploits, exploits
-
-
-# natural forms the issue listed as not paid: a percent written apart, chat-template end tokens,
-# bold answer lines
-NATURAL_FORMS_ISSUE_31 = [
-    ("The answer is 28 percent.", "28\\%"),
-    ("The answer is $28$ %.", "28\\%"),
-    ("#### 28 %", "28\\%"),
-    ("#### 18<|im_end|>", "18"),
-    ("The answer is 18.</s>", "18"),
-    ("The answer is 18<|endoftext|>", "18"),
-    ("So 9*2 = 18.\nThe answer is 18<|im_end|>\n<|im_start|>user\nNext question", "18"),
-    ("So the answer is $\\boxed{18}$<|eot_id|>", "18"),
-    ("**Answer: 18**", "18"),
-    ("**Final Answer:** 18", "18"),
-    ("### Final Answer\n**18**", "18"),
-    ("Therefore, the answer is **18**.", "18"),
-]
-
-
-@pytest.mark.parametrize("text,gold", NATURAL_FORMS_ISSUE_31)
-def test_natural_forms_of_issue_31_are_paid(text, gold):
-    assert lenient(text, gold).score == 1.0, lenient(text, gold)
 
 
 @pytest.mark.parametrize("text,gold", [
