@@ -37,11 +37,19 @@ from pipeline.grpo.components import TrainState, build_optimizer  # noqa: E402
 from pipeline.grpo.episodes import Episode, pack  # noqa: E402
 from pipeline.models import build_tiny, load_policy  # noqa: E402
 
-VARIANTS = {"padded": ["train.forward_layout=padded"],
-            "trimmed": ["train.forward_layout=trimmed"],
-            "shared_prompt": ["train.forward_layout=shared_prompt"],
-            "padded+skip": ["train.forward_layout=padded", "train.skip_zero_advantage=true"],
-            "shared_prompt+skip": ["train.forward_layout=shared_prompt", "train.skip_zero_advantage=true"]}
+# Each variant sets every option it is about: configs/cpu_tiny.yaml turns several of them on.
+_OFF = ["train.skip_zero_advantage=false", "train.micro_batch_tokens=0"]
+VARIANTS = {"padded": ["train.forward_layout=padded", *_OFF],
+            "trimmed": ["train.forward_layout=trimmed", *_OFF],
+            "shared_prompt": ["train.forward_layout=shared_prompt", *_OFF],
+            "padded+skip": ["train.forward_layout=padded", "train.skip_zero_advantage=true",
+                            "train.micro_batch_tokens=0"],
+            "shared_prompt+skip": ["train.forward_layout=shared_prompt", "train.skip_zero_advantage=true",
+                                   "train.micro_batch_tokens=0"],
+            **{f"shared_prompt+skip+tokens{n}": ["train.forward_layout=shared_prompt", "train.skip_zero_advantage=true",
+                                                 f"train.micro_batch_tokens={n}"] for n in (512, 1024, 2048)},
+            **{f"trimmed+tokens{n}": ["train.forward_layout=trimmed", "train.skip_zero_advantage=false",
+                                      f"train.micro_batch_tokens={n}"] for n in (1024,)}}
 CORPUS = [f"user\nWhat is {a} plus {b}?\nassistant\n{a} + {b} = {a + b}." for a in range(40) for b in range(40)]
 
 

@@ -134,6 +134,7 @@ BAD: dict[str, str | list[str]] = {
     "train.steps": "0",
     "train.questions_per_step": "0",
     "train.micro_batch_size": "0",
+    "train.micro_batch_tokens": "-1",
     "train.num_iterations": "0",
     "train.mini_batches": "0",
     "train.lr": "0",

@@ -16,7 +16,7 @@ from pipeline.rollout.factory import build_engine
 
 def _seq_logp(cfg, policy, batch):
     with torch.no_grad():
-        lp = all_logprobs(cfg, policy, batch.packed)
+        lp = all_logprobs(cfg, policy, batch.packed, batch.episodes)
     return (lp * batch.packed.completion_mask).sum(dim=1)  # [N]
 
 

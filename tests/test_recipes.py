@@ -135,8 +135,8 @@ def _fixed_batch(cfg, state, groups: int = 4) -> Batch:
     packed = pack(eps, state.tokenizer.pad_token_id)
     adv = outcome_advantages(torch.tensor([e.reward for e in eps]), g, cfg.train.adv_scale, cfg.train.adv_eps)
     with torch.no_grad():
-        old = all_logprobs(cfg, state.policy, packed)
-        ref = all_logprobs(cfg, state.ref, packed) if state.ref is not None else None
+        old = all_logprobs(cfg, state.policy, packed, eps)
+        ref = all_logprobs(cfg, state.ref, packed, eps) if state.ref is not None else None
     return Batch(eps, packed, adv, old, ref, None, 0.0, {})
 
 

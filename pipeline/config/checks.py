@@ -281,6 +281,9 @@ def check_train(t) -> None:
              if getattr(t, k) < 1]
     if small:
         raise ConfigError(f"train.{small[0]} must be >= 1, got {getattr(t, small[0])}")
+    if t.micro_batch_tokens < 0:
+        raise ConfigError(f"train.micro_batch_tokens must be >= 0 (0 = micro_batch_size rows), "
+                          f"got {t.micro_batch_tokens}")
 
 
 def check_sft(s) -> None:
@@ -353,6 +356,9 @@ def check_run(cfg) -> None:
     if cfg.rollout.tools and cfg.train.fsdp:  # the decode loop of the multi-turn rollout is not lock-step
         raise ConfigError(f"rollout.tools={cfg.rollout.tools} is not supported on an FSDP-sharded policy: set "
                           "train.fsdp=false or rollout.tools=[]")
+    if cfg.train.micro_batch_tokens and cfg.train.fsdp:  # each rank's cut would differ: forwards are collectives
+        raise ConfigError("train.micro_batch_tokens cuts each rank's rows by their lengths, so FSDP ranks would run "
+                          "different numbers of forwards: set train.micro_batch_tokens=0 or train.fsdp=false")
     if cfg.model.lora and cfg.train.ref_reset_every:
         raise ConfigError("train.ref_reset_every needs full fine-tuning: under LoRA the reference is "
                           "the frozen base model (set model.lora=false or train.ref_reset_every=0)")

@@ -28,6 +28,7 @@ from pipeline.grpo.advantages import process_advantages, reward_with_kl
 from pipeline.grpo.components import TrainState, reference_mode
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
+from pipeline.grpo.micro_batches import as_index, micro_batches
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.void_turns import has_void_turn
 from pipeline.grpo.episode_rewards import add_step_rewards, reward_episodes
@@ -89,11 +90,11 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     keep_old = reuse or cfg.train.async_staleness > 0 and not in_update
     need_old = keep_old or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0 and not in_update
     with timed(timer, "logprobs"), torch.no_grad():
-        old = all_logprobs(cfg, state.policy, packed) if need_old else None
+        old = all_logprobs(cfg, state.policy, packed, episodes) if need_old else None
         ref_logp = None
         if state.ref is not None:
             with reference_mode(state.policy, state.ref) as ref_model:
-                ref_logp = all_logprobs(cfg, ref_model, packed)
+                ref_logp = all_logprobs(cfg, ref_model, packed, episodes)
     adv = _advantages(cfg, episodes, packed, mask, old, ref_logp, state.tokenizer, state.prm)
     weights, mismatch = _importance_weights(cfg, episodes, old, mask)
     behaviour = pad_logprobs([e.engine_logprobs for e in episodes], mask.shape[1], device=mask.device) \
@@ -204,13 +205,18 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
     return groups
 
 
-def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
-    """[N, T] log-probs of every packed completion under ``model``, in micro-batches."""
-    n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
+def all_logprobs(cfg, model, packed: Packed, episodes: list[Episode]) -> torch.Tensor:
+    """[N, T] log-probs of every packed completion under ``model``, in the update's micro-batches
+    (micro_batches.py: by row count or by token budget), in row order."""
+    chunks = micro_batches(list(range(len(episodes))), [len(e.completion_ids) for e in episodes],
+                           [e.group for e in episodes], cfg.train.micro_batch_size, cfg.train.micro_batch_tokens)
+    out = torch.empty(packed.completion_mask.shape, dtype=torch.float32, device=packed.completion_mask.device)
     with autocast_for(cfg):
-        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature,
-                                         layout=cfg.train.forward_layout).float()
-                          for s in range(0, n, mb)])
+        for chunk in chunks:
+            rows = as_index(chunk)
+            out[rows] = token_logprobs(model, packed, rows, cfg.rollout.temperature,
+                                       layout=cfg.train.forward_layout).float()
+    return out
 
 
 def loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:

@@ -55,6 +55,7 @@ from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer
 from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
+from pipeline.grpo.micro_batches import as_index, micro_batches
 from pipeline.grpo.pipelined import batch_source
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.reward_audit import RewardAudit
@@ -241,10 +242,9 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
     completion tokens to (from the logits of the same forward; None = skip)."""
     policy, opt = state.policy, state.optimizer
     opt.zero_grad(set_to_none=True)
-    whole = len(part) == len(batch.episodes)  # one mini-batch: plain slices, no index copies
-    for start in range(0, len(part), cfg.train.micro_batch_size):
-        stop = min(len(part), start + cfg.train.micro_batch_size)
-        rows = slice(start, stop) if whole else part[start:stop]
+    lengths, groups = [len(e.completion_ids) for e in batch.episodes], [e.group for e in batch.episodes]
+    for chunk in micro_batches(part, lengths, groups, cfg.train.micro_batch_size, cfg.train.micro_batch_tokens):
+        rows = as_index(chunk)
         with autocast_for(cfg):
             out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None,
                                  layout=cfg.train.forward_layout)
@@ -266,7 +266,7 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
             _stop_non_finite(run_dir, step, "loss")
         loss.backward()
         for k, v in {**stats, **tis_stats}.items():  # row-weighted means of the micro-batch statistics (device tensors)
-            sums[k] = sums.get(k, 0.0) + v * ((stop - start) * weight)
+            sums[k] = sums.get(k, 0.0) + v * (len(chunk) * weight)
     params = [p for p in policy.parameters() if p.requires_grad]
     if not fsdp.is_sharded(policy):  # FSDP already reduce-scattered (summed) them in backward
         distributed.all_reduce_grads(params)
