@@ -1,7 +1,8 @@
-"""Rollout throughput: Hugging Face ``generate`` (HFEngine) vs colocated vLLM (VLLMEngine).
+"""Rollout throughput: Hugging Face ``generate`` (HFEngine), our decode loop (HFEngine with
+``rollout.decode=loop``, pipeline/rollout/decode_loop.py) and colocated vLLM (VLLMEngine).
 
 Same prompts, same G, same max_new_tokens, same float32 weights, sampling at temperature 1;
-completion tokens per second of wall time, as a ratio vLLM / HF measured in this one run. Two
+completion tokens per second of wall time, as ratios to HF ``generate`` measured in this one run. Two
 locally built Qwen2 models: the tiny test model and a ~60M-parameter one where the difference
 shows. vLLM's engine start and first-request compile are excluded (one warm-up call each) and
 reported separately, as is one ``sync_weights`` (the per-step cost in a GRPO loop).
@@ -62,7 +63,7 @@ def main() -> None:
     warm = SamplingParams(max_new_tokens=4, temperature=1.0, seed=0)
     names = args.models.split(",")
     tmp = tempfile.TemporaryDirectory()
-    dirs, hf_rates, nparams = {}, {}, {}
+    dirs, hf_rates, loop_rates, nparams = {}, {}, {}, {}
     for name in names:
         dirs[name] = f"{tmp.name}/{name}"
         build_tiny(MODELS[name], dirs[name], CORPUS, seed=0)
@@ -71,12 +72,15 @@ def main() -> None:
         hf = HFEngine(model, tok, batch_size=args.prompts * args.group_size)
         hf.generate(ps[:1], 1, warm)
         hf_rates[name] = throughput(hf, ps, args.group_size, params)
+        loop = HFEngine(model, tok, batch_size=args.prompts * args.group_size, decode="loop")
+        loop.generate(ps[:1], 1, warm)
+        loop_rates[name] = throughput(loop, ps, args.group_size, params)
 
     from pipeline.rollout.vllm_engine import VLLMEngine
 
     print(f"\n{args.prompts} prompts x G={args.group_size}, max_new_tokens={args.max_new_tokens}, "
-          "float32, temperature 1 (one run; ratio = vLLM tokens/s / HF tokens/s)")
-    print(f"{'model':>6} {'params':>8} {'HF tok/s':>9} {'vLLM tok/s':>10} {'ratio':>6} "
+          "float32, temperature 1 (one run; x = tokens/s over HF generate's)")
+    print(f"{'model':>6} {'params':>8} {'HF tok/s':>9} {'loop tok/s':>10} {'x':>5} {'vLLM tok/s':>10} {'x':>5} "
           f"{'vLLM start s':>12} {'warm-up s':>9} {'sync ms':>8}")
     for name in names:
         model, _ = load_policy(dirs[name])
@@ -91,7 +95,9 @@ def main() -> None:
         sync_ms = engine.last_sync_s * 1000
         engine.close()
         hf_rate = hf_rates[name][0]
-        print(f"{name:>6} {nparams[name] / 1e6:>7.1f}M {hf_rate:>9.0f} {rate:>10.0f} {rate / hf_rate:>6.2f} "
+        loop_rate = loop_rates[name][0]
+        print(f"{name:>6} {nparams[name] / 1e6:>7.1f}M {hf_rate:>9.0f} {loop_rate:>10.0f} {loop_rate / hf_rate:>5.2f} "
+              f"{rate:>10.0f} {rate / hf_rate:>5.2f} "
               f"{started:>12.1f} {warmup:>9.1f} {sync_ms:>8.0f}")
     tmp.cleanup()
 

@@ -47,7 +47,7 @@ EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options pa
 GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
-READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment")
+READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment", "seed-grid")
 WRITES_CARD = ("train", "run")  # stages that get the command line, for the model card
 
 

@@ -136,6 +136,20 @@ def test_one_loader_for_every_stage(tmp_path):
         load_problems(synth.prepared_dir, "gsm-synth", "test")
 
 
+def test_gsm_synth_prepared_from_other_settings_is_refused(tmp_path):
+    """A stage that generates gsm-synth from its config never trains on files another config
+    prepared (a seed grid once ran an hour on `mathrl data`'s defaults instead of its config's)."""
+    made = DataConfig(prepared_dir=str(tmp_path), datasets=[SYNTH], synth_train_size=20, synth_test_size=4)
+    prepare(made)
+    assert len(load_problems(made.prepared_dir, SYNTH, "train", synth=made)) == 20
+    other = DataConfig(prepared_dir=str(tmp_path), datasets=[SYNTH], synth_train_size=20, synth_test_size=4,
+                       synth_max_number=50)
+    with pytest.raises(DataError, match="other data.synth_"):
+        load_problems(other.prepared_dir, SYNTH, "train", synth=other)
+    prepare(other)  # what the message says to do
+    assert len(load_problems(other.prepared_dir, SYNTH, "train", synth=other)) == 20
+
+
 @pytest.mark.parametrize("stage, overrides, expected", [
     ("eval", ["eval.dataset=math500"], ["math500"]),
     ("eval", ["eval.dataset=math500", "prompt.few_shot=4"], ["math", "math500"]),  # few-shot from MATH train
@@ -144,6 +158,7 @@ def test_one_loader_for_every_stage(tmp_path):
     ("run", ["stages=[build-tiny, sft, train, eval]", "eval.dataset=math500"], ["math500", "gsm-synth"]),
     ("run", ["stages=[train]", "eval.dataset=math500"], ["gsm-synth"]),
     ("experiment", ["stages=[train, eval]", "train.task=gsm8k"], ["gsm8k"]),
+    ("seed-grid", ["stages=[train]", "eval.dataset=math500"], ["math500", "gsm-synth"]),  # SFT and evals too
     ("eval", ["eval.dataset=my/own.jsonl"], []),
 ])
 def test_datasets_for_names_what_each_stage_reads(stage, overrides, expected):

@@ -177,6 +177,16 @@ def _fingerprint(cfg: DataConfig, dataset: str) -> str:
     return freshness.fingerprint({"dataset": dataset, "settings": settings}, code)
 
 
+def check_synth_current(cfg: DataConfig, prepared_dir: str) -> None:
+    """DataError unless the gsm-synth prepared under ``prepared_dir`` was made from ``cfg``'s
+    ``synth_*`` settings (and this code): a stage handed another config's problems would train and
+    report on them silently."""
+    out = Path(prepared_dir) / SYNTH
+    if not freshness.is_current(out, _fingerprint(cfg, SYNTH)):
+        raise DataError(f"{out} was prepared from other data.synth_* settings (or older code) than this "
+                        "config's; run `mathrl data --config <this config>` (`make data CONFIG=...`) first")
+
+
 def _prepare_dataset(cfg: DataConfig, dataset: str) -> dict[str, int]:
     """Write every split of one dataset; return {split: count} and print what happened."""
     counts = {}
@@ -242,6 +252,8 @@ def _stages(cfg: RunConfig, stage: str) -> list[str]:
         return cfg.stages
     if stage == "experiment":  # its own GRPO runs, evaluated on train.task
         return [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
+    if stage == "seed-grid":  # tiny models, SFT, GRPO and `mathrl run`'s evals of every cell
+        return ["build-tiny", "sft", "train", "eval"]
     return [stage]
 
 

@@ -43,12 +43,17 @@ def load_problems(prepared_dir: str, dataset: str, split: str, *, limit: int = 0
     file ``dataset`` names (a path ending in .jsonl is that file, whatever the split).
 
     ``synth``: a ``DataConfig``; when given and the prepared gsm-synth files are missing, gsm-synth
-    is generated in memory from it (``mathrl sft`` and ``build-tiny`` on a fresh clone)."""
+    is generated in memory from it (``mathrl sft`` and ``build-tiny`` on a fresh clone); when they
+    were prepared from other ``data.synth_*`` settings, a DataError (never another config's problems)."""
     if MIX in dataset:
         problems = interleave([load_problems(prepared_dir, part, split, synth=synth) for part in dataset.split(MIX)])
         return problems[:limit] if limit else problems
     path = Path(dataset) if dataset.endswith(".jsonl") else prepared_path(prepared_dir, dataset, split)
     if path.is_file():
+        if dataset == SYNTH and synth is not None:
+            from pipeline.data.prepare import check_synth_current
+
+            check_synth_current(synth, prepared_dir)
         problems = read_jsonl(path)
     elif dataset == SYNTH and synth is not None:
         from pipeline.data import synth as generator
