@@ -16,17 +16,20 @@ filesystem (only /usr and the Python install, read-only, plus a private tmpfs sc
 emptied after every job), the network (own empty network namespace), other jobs and the
 worker (jobs run as an unprivileged uid of their own, no-new-privileges, no inherited fds),
 daemons (after each job every process of the slot uid is killed), the next job (a job's
-files of any mode, SysV IPC objects, POSIX queues and processes are gone before the next job
-of the slot starts, or the slot is replaced; jobs are cloned from a forker that never held
-any job's code, stdin, output or response), the kernel (a seccomp allowlist of the syscalls
-stdlib Python needs; anything else fails with EPERM/ENOSYS).
+files of any mode and processes are gone before the next job of the slot starts, or the slot
+is replaced; jobs are cloned from a forker that never held any job's code, stdin, output or
+response), the kernel (a seccomp allowlist of the syscalls stdlib Python needs; anything else
+fails with EPERM/ENOSYS: SysV IPC and POSIX message queues among them, so no job reaches
+another's or the host's by a guessed key; where no filter is installed the slot's clean-up
+removes what a job left there).
 
 Each bwrap/process slot also gets its own memory + pids cgroup when the host allows it (v1,
 or delegated v2); docker uses the engine's cgroup.
 
 What is NOT protected: kernel exploits through the syscalls the seccomp allowlist lets through (every
 backend installs it; docker stacks the engine's default profile on top; all share the host
-kernel), CPU contention between jobs, timing side channels;
+kernel), CPU contention between jobs, timing side channels, the pid and tmpfs inode counters
+a job can move and the next job read (docs/sandbox.md says why they stay open);
 without a cgroup a job forking to its process limit can use up to nproc x memory_mb. The `process`
 backend only limits resources: the host's files and network stay reachable, so it is not a
 security boundary and its `isolation` label says so.

@@ -45,5 +45,5 @@ else
         tests/test_sandbox_behaviour.py tests/test_sandbox_crossjob.py \
         tests/test_sandbox_stranger.py tests/test_sandbox_channels.py \
         tests/test_sandbox_forgery.py tests/test_sandbox_seccomp.py \
-        tests/test_sandbox_forker.py "$@"
+        tests/test_sandbox_forker.py tests/test_sandbox_ipc.py "$@"
 fi

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import threading
 import time
 
@@ -44,22 +45,42 @@ def test_each_slot_has_its_own_cpu_quota_of_one_cpu(sb):
     assert "1 CPU quota per slot" in sb._slots[0].isolation
 
 
+# The grandchild waits for the test's SIGUSR1 (20 s at most) and the job until the grandchild
+# has ended (EOF on a pipe only it still holds), so the test looks at a live process however
+# slowly it gets scheduled. Before, the job ended after 0.5 s wall time and the worker killed
+# the grandchild: on a loaded machine the test's /proc scans missed it or saw it die between
+# finding it and reading the cgroup's member list. SIGUSR1 is blocked before the exec (the
+# mask survives it): a signal sent as soon as the token shows waits for sigtimedwait.
+GRANDCHILD = "import signal\nprint('released' if signal.sigtimedwait({signal.SIGUSR1}, 20) else 'late')"
+
+
 def test_a_setsid_grandchild_stays_in_the_slots_cpu_cgroup(sb):
     token = "mathrl-cpu-" + secrets.token_hex(6)
-    code = ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(2)', {token!r}])\n"
-            "    os._exit(0)\nimport time\ntime.sleep(0.5)\nprint('ok')")
+    code = ("import os, sys\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n"
+            "    if os.fork() == 0:\n        os.set_inheritable(w, True)\n"
+            "        import signal\n        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+            f"        os.execv(sys.executable, [sys.executable, '-c', {GRANDCHILD!r}, {token!r}])\n"
+            "    os._exit(0)\nos.close(w)\nos.read(r, 1)\nprint('ok')")
     result = {}
-    t = threading.Thread(target=lambda: result.update(r=sb.run(code, timeout_s=5)))
+    t = threading.Thread(target=lambda: result.update(r=sb.run(code, timeout_s=30)))
     t.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 25
     found = []
     while not found and time.monotonic() < deadline:
         found = procs_with_token(token)
         time.sleep(0.02)
-    members = set()
-    for s in sb._slots:
-        members |= {int(x) for x in open(os.path.join(cpu_dir(s), "cgroup.procs")).read().split()}
-    t.join()
-    assert found and set(found) <= members, (found, members)
-    assert result["r"].stdout == "ok\n" and procs_with_token(token) == []
+    assert len(found) == 1, found
+    pidfd = os.pidfd_open(found[0])  # pins the process that has this pid now...
+    try:
+        with open(f"/proc/{found[0]}/cmdline", "rb") as f:
+            assert token.encode() in f.read()  # ...which is still ours, so we signal only it
+        members = set()
+        for s in sb._slots:
+            members |= {int(x) for x in open(os.path.join(cpu_dir(s), "cgroup.procs")).read().split()}
+    finally:
+        signal.pidfd_send_signal(pidfd, signal.SIGUSR1)
+        os.close(pidfd)
+        t.join()
+    assert found[0] in members, (found, members)
+    assert result["r"].stdout == "released\nok\n", result["r"].stderr
+    assert procs_with_token(token) == []

@@ -144,6 +144,12 @@ REFUSED = {
     "clone3": (435, (0, 0), "ENOSYS", "ENOSYS"),
     # a sibling of the job is a child of the worker: it must not be able to make one
     "clone_parent": (56, (0x8000 | 17, 0, 0, 0, 0), "ok", "EPERM"),
+    # SysV IPC and POSIX queues: guessable names in a namespace other jobs share (issue 29)
+    "msgget": (68, (0, 0o1600), "ok", "EPERM"),
+    "shmget": (29, (0, 4096, 0o1600), "ok", "EPERM"),
+    "semget": (64, (0, 1, 0o1600), "ok", "EPERM"),
+    "msgctl": (71, (0, 3, 0), "EFAULT", "EPERM"),  # IPC_INFO (the namespace's limits)
+    "mq_open": (240, (0, 0, 0, 0), "EFAULT", "EPERM"),
     "number_999": (999, (), "ENOSYS", "ENOSYS"),
     "x32_getpid": (0x40000000 | 39, (), "EPERM", "EPERM"),
 }
