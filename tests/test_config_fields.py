@@ -196,6 +196,7 @@ BAD: dict[str, str | list[str]] = {
     "sft.warmup_steps": "-1",
     "sft.corrupt_frac": "1.5",
     "sft.corrupt_mode": "typo",
+    "sft.tool_frac": "1.5",
     "sft.eval_limit": "-1",
     "eval.model": " model",
     "eval.dataset": "gsm8k+mmlu",

@@ -291,7 +291,7 @@ def check_sft(s) -> None:
     _at_least(s, "sft.", 1, "steps", "batch_size")
     _at_least(s, "sft.", 0, "warmup_steps", "eval_limit")
     _positive(s, "sft.", "lr")
-    _fraction(s, "sft.", "corrupt_frac")
+    _fraction(s, "sft.", "corrupt_frac", "tool_frac")
 
 
 def check_eval(e) -> None:

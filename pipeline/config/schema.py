@@ -415,6 +415,8 @@ class SFTConfig:
     """`slip`: fraction of training solutions with one arithmetic step made wrong; `carry`: probability that each carry / borrow step is done the buggy way (so RL has room)."""
     corrupt_mode: Literal["slip", "carry"] = "slip"
     """`slip`: one random step off by 1, 2 or 10; `carry`: the forgotten-carry / forgotten-borrow bugs of Brown & Burton (1978), a systematic error (docs/cpu_default.md)."""
+    tool_frac: float = 0.0
+    """Tool-integrated reasoning (docs/tir.md): fraction of the uncorrupted training solutions rewritten to compute with a ```python block followed by the ```output block of its true output (pipeline/data/tir_solutions.py); the rest keep their calculator lines. 0 = none."""
     eval_limit: int = 200
     """Test problems for the greedy accuracy printed after training (0 = skip)."""
 
