@@ -207,6 +207,7 @@ BAD: dict[str, str | list[str]] = {
     "eval.temperature": "-1",
     "eval.ks": "[0]",
     "eval.max_new_tokens": "0",
+    "eval.compare_without_tools": "true",  # without rollout.tools
     "eval.output_dir": " out",
     "experiment.seeds": "[1, 1]",
     "experiment.workers": "-1",

@@ -446,6 +446,8 @@ class EvalConfig:
     """k values for pass@k and maj@k (each <= n_samples)."""
     max_new_tokens: int = 256
     """Longest completion in tokens."""
+    compare_without_tools: bool = False
+    """With rollout.tools: `mathrl run` also evaluates the model before and after GRPO with the tools off (the keys `notool_...` of the result line and report: the same model, which then writes its code's output itself)."""
     output_dir: str = ""
     """Where results go; empty = `<run dir>/eval/<dataset>` for a run dir or checkpoint,
     `<model dir>/eval/<dataset>` for another local model, `<output_dir>/<name>/eval/<dataset>` for a hub id."""
