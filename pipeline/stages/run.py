@@ -60,8 +60,8 @@ def write_report(run_dir: Path, cfg: RunConfig, results: list[tuple[str, dict, d
     if (run_dir / "curves.png").is_file():
         lines += ["![training curves](curves.png)", ""]
     lines += ["Files: `config.yaml` (resolved config), `metrics.jsonl`, `samples.jsonl`, `checkpoints/`, "
-              "`final/` (with the model card `README.md`), `eval/[<split>_][greedy_]before|after/` (results.jsonl, "
-              "summary.json, report.md), `eval/step_N/` (the periodic evals)."]
+              "`final/` (with the model card `README.md`), `eval/[notool_][<split>_][greedy_]before|after/` "
+              "(results.jsonl, summary.json, report.md), `eval/step_N/` (the periodic evals)."]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
