@@ -33,7 +33,7 @@ def _eval(tmp_path, code: str, tools: bool, capsys):
                                         "subject": subject}) + "\n" for i, (subject, gold) in enumerate(PROBLEMS)))
     out = tmp_path / ("with" if tools else "without")
     cfg = load_run_config(None, [f"eval.model={policy}", f"eval.dataset={data}", f"eval.output_dir={out}",
-                                 "prompt.chat=false", "eval.max_new_tokens=40", "device=cpu", "reward.style=gsm8k",
+                                 "prompt.chat=false", "eval.max_new_tokens=120", "device=cpu", "reward.style=gsm8k",
                                  "rollout.tools=[python]" if tools else "rollout.tools=[]",
                                  "rollout.tool_timeout_s=5"])
     assert main(cfg) == 0
