@@ -131,6 +131,8 @@ def periodic_eval(cfg: RunConfig):
                                                model_name=name)
                 prefix = "eval/" if split == cfg.eval.split else f"eval/{split}/"
                 metrics[f"{prefix}{decoding(c)}_accuracy"] = summary["accuracy"]
+                if summary.get("tool"):  # rollout.tools: how much the policy calls the tool in the eval
+                    metrics[f"{prefix}{decoding(c)}_tool_calls"] = summary["tool"]["calls_per_solution"]
                 main = main or summary
         return {**main, "metrics": metrics}
     return run

@@ -2,7 +2,8 @@
 
 ``generate_records`` samples ``n`` completions per problem through any ``RolloutEngine``;
 ``score_records`` grades them with ``rewards.check`` (the same grader as the training reward)
-and adds per-problem pass@k / maj@k; ``summarize`` turns records into the summary dict. Each
+and adds per-problem pass@k / maj@k; ``summarize`` turns records into the summary dict, with the
+tool use of an engine with ``rollout.tools`` (``evals.tool_use``) overall and per subject and level. Each
 piece takes plain arguments so the trainer's periodic eval and ``mathrl eval`` share them.
 """
 
@@ -14,6 +15,7 @@ from collections import Counter, defaultdict
 from tqdm.auto import tqdm
 
 from evals.metrics import maj_at_k, majority_vote, mean, pass_at_k
+from evals.tool_use import tool_summary
 from pipeline.rollout.base import SamplingParams
 
 
@@ -48,6 +50,8 @@ def _record(problem: dict, prompt: str, samples) -> dict:
     rec.update(prompt=prompt, completions=[s.completion for s in samples],
                finish_reasons=[s.finish_reason for s in samples],
                num_tokens=[len(s.completion_ids) for s in samples])
+    if any(s.tool_stats for s in samples):  # rollout.tools: each completion's calls, errors, timeouts
+        rec["tool"] = [dict(s.tool_stats) for s in samples]
     return rec
 
 
@@ -77,9 +81,16 @@ def _group_table(records: list[dict], key: str) -> dict[str, dict]:
     for rec in records:
         if rec.get(key) is not None:
             groups[str(rec[key])].append(rec)
-    return {name: {"n": len(recs), "accuracy": mean([mean(r["correct"]) for r in recs]),
-                   "extraction_failure_rate": mean([mean([p is None for p in r["preds"]]) for r in recs])}
-            for name, recs in sorted(groups.items())}
+    table = {}
+    for name, recs in sorted(groups.items()):
+        row = {"n": len(recs), "accuracy": mean([mean(r["correct"]) for r in recs]),
+               "extraction_failure_rate": mean([mean([p is None for p in r["preds"]]) for r in recs])}
+        tool = tool_summary(recs)
+        if tool is not None:
+            row.update(tool_calls=tool["calls_per_solution"], tool_used_frac=tool["used_frac"],
+                       tool_errors=tool["errors_per_solution"])
+        table[name] = row
+    return table
 
 
 def summarize(records: list[dict], ks: list[int]) -> dict:
@@ -98,4 +109,5 @@ def summarize(records: list[dict], ks: list[int]) -> dict:
         "failure_reasons": dict(reasons.most_common()),
         "by_subject": _group_table(records, "subject"),
         "by_level": _group_table(records, "level"),
+        "tool": tool_summary(records),  # None when the tools were off (evals/tool_use.py)
     }

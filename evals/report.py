@@ -1,8 +1,10 @@
 """Write an eval's outputs: results.jsonl, summary.json, report.md and a bar chart PNG.
 
-The Markdown report shows the headline metrics, published numbers for the same model (marked
-"published, not measured"), per-subject and per-level tables when the dataset has them (MATH,
-MATH-500), the answer-extraction failure rate, the failure reasons and a few failed examples.
+The Markdown report shows the headline metrics, with ``rollout.tools`` the tool use (calls per
+solution, the share of solutions using the tool, failed calls; evals/tool_use.py), published numbers
+for the same model (marked "published, not measured"), per-subject and per-level tables when the
+dataset has them (MATH, MATH-500; with tool-use columns under ``rollout.tools``), the
+answer-extraction failure rate, the failure reasons and a few failed examples.
 """
 
 from __future__ import annotations
@@ -36,11 +38,36 @@ def _pct(x: float) -> str:
 def _group_rows(title: str, table: dict[str, dict]) -> list[str]:
     if not table:
         return []
-    lines = [f"## By {title}", "", f"| {title} | problems | accuracy % | no answer extracted % |",
-             "| --- | ---: | ---: | ---: |"]
+    tool = all("tool_calls" in row for row in table.values())  # rollout.tools: tool use beside accuracy
+    extra = " tool calls / solution | solutions using the tool % | failed calls / solution |" if tool else ""
+    lines = [f"## By {title}", "", f"| {title} | problems | accuracy % | no answer extracted % |{extra}",
+             "| --- | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if tool else "")]
     for name, row in table.items():
-        lines.append(f"| {name} | {row['n']} | {_pct(row['accuracy'])} | {_pct(row['extraction_failure_rate'])} |")
+        cells = (f" {row['tool_calls']:.2f} | {_pct(row['tool_used_frac'])} | {row['tool_errors']:.2f} |"
+                 if tool else "")
+        lines.append(f"| {name} | {row['n']} | {_pct(row['accuracy'])} | {_pct(row['extraction_failure_rate'])} |"
+                     + cells)
     return lines + [""]
+
+
+def _tool_rows(summary: dict) -> list[str]:
+    """The tool-use section of an eval with ``rollout.tools`` (evals/tool_use.py); nothing without tools."""
+    t = summary.get("tool")
+    if not t:
+        return []
+
+    def acc(x):
+        return "-" if x is None else _pct(x)
+
+    return ["## Tool use (rollout.tools)", "", "| metric | value |", "| --- | ---: |",
+            f"| tool calls per solution | {t['calls_per_solution']:.2f} |",
+            f"| solutions that called the tool % | {_pct(t['used_frac'])} |",
+            f"| failed calls per solution | {t['errors_per_solution']:.2f} |",
+            f"| timed-out calls per solution | {t['timeouts_per_solution']:.2f} |",
+            f"| failed calls % of calls | {_pct(t['error_rate'])} |",
+            f"| accuracy % of solutions that called the tool | {acc(t['accuracy_used'])} |",
+            f"| accuracy % of solutions that did not | {acc(t['accuracy_unused'])} |",
+            f"| sandbox seconds, all calls summed | {t['sandbox_s']:.1f} |", ""]
 
 
 def _metric_rows(summary: dict) -> list[str]:
@@ -87,12 +114,13 @@ def render_report(records: list[dict], summary: dict) -> str:
     head = [f"# Eval: {s.get('model', '?')} on {s.get('dataset', '?')} ({s.get('split', 'test')})", "",
             f"{s['n_problems']} problems x {s.get('n_samples', 1)} samples, temperature "
             f"{s.get('temperature', 0)}, template `{s.get('template', '?')}`, {s.get('few_shot', 0)}-shot, "
+            f"{'with the python tool (rollout.tools), ' if s.get('tool') else ''}"
             f"grader style `{s.get('style', '?')}`, max_new_tokens {s.get('max_new_tokens', '?')}, "
             f"{s.get('seconds', 0):.0f} s.", "", *_metric_rows(s), "", f"![accuracy]({CHART})", ""]
     reasons = [f"- {why}: {count}" for why, count in s["failure_reasons"].items()]
     if reasons:
         reasons = ["## Why completions were graded wrong", "", *reasons, ""]
-    return "\n".join(head + _published_rows(s) + _group_rows("subject", s["by_subject"])
+    return "\n".join(head + _tool_rows(s) + _published_rows(s) + _group_rows("subject", s["by_subject"])
                      + _group_rows("level", s["by_level"]) + reasons + _failures(records)) + "\n"
 
 

@@ -129,10 +129,14 @@ def corpus_sha(corpus: list[str]) -> str:
 
 
 def tiny_corpus(cfg: RunConfig) -> list[str]:
-    """Tokenizer training text: gsm-synth questions and solutions (prepared files if present)."""
+    """Tokenizer training text: gsm-synth questions and solutions (prepared files if present), with
+    ``sft.tool_frac`` of them written with the python tool as the SFT writes them (so the code and
+    output fences become few tokens; the same list as before when it is 0)."""
     from pipeline.data.problems import load_problems
+    from pipeline.data.tir_solutions import tool_records
 
     records = load_problems(cfg.data.prepared_dir, "gsm-synth", "train", synth=cfg.data)
+    records = tool_records(records, cfg.sft.tool_frac, cfg.seed)[0]
     return [f"user\n{r['question']}" for r in records] + [f"assistant\n{r['solution']}" for r in records]
 
 

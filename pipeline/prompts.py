@@ -8,6 +8,9 @@ template puts its instruction in a system turn instead and leaves the user turn 
 ``qwen_math`` is Oat's template for Qwen2.5-Math base models (sail-sg/understand-r1-zero,
 ``train_zero_math.py::apply_qwen_math_template``), which with a ChatML chat template renders as
 ``<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n``.
+``qwen_math_tir`` is Qwen2.5-Math's tool-integrated reasoning (TIR) prompt, the system message of the
+Qwen2.5-Math README's TIR example (QwenLM/Qwen2.5-Math; Qwen2.5-Math report, arXiv:2409.12122), for
+``rollout.tools: [python]`` with real models (docs/tir.md).
 ``verl_gsm8k`` is verl's GSM8K prompt (``examples/data_preprocess/gsm8k.py``: the question, a space,
 its instruction, in the user turn).
 """
@@ -31,6 +34,8 @@ TEMPLATES: dict[str, Template] = {
     "math": Template("Please reason step by step, and put your final answer within \\boxed{}.", "math"),
     "qwen_math": Template("Please reason step by step, and put your final answer within \\boxed{}.", "math",
                           system=True),
+    "qwen_math_tir": Template("Please integrate natural language reasoning with programs to solve the problem above, "
+                              "and put your final answer within \\boxed{}.", "math", system=True),
     "verl_gsm8k": Template("Let's think step by step and output the final answer after \"####\".", "gsm8k", sep=" "),
     "plain": Template("", "gsm8k"),
 }

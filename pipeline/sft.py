@@ -3,9 +3,10 @@
 Fine-tunes with the exact prompt the GRPO trainer uses (``build_prompt`` + solution + EOS, loss on
 the completion tokens only) on the task's training split, a fraction of whose solutions
 ``training_records`` corrupts (``pipeline.data.synth_solutions``: the model learns to make
-occasional slips, or a systematic carry bug, which RL can then remove). AdamW, linear warmup then
-cosine decay to 10% of the peak, gradient clip 1.0. `mathrl sft` (``pipeline/stages/sft.py``)
-loads the model, runs ``train``, saves it and has the evals grade it.
+occasional slips, or a systematic carry bug, which RL can then remove), and with ``sft.tool_frac`` a
+share of which computes with a python block and its output (tool-integrated reasoning, docs/tir.md).
+AdamW, linear warmup then cosine decay to 10% of the peak, gradient clip 1.0. `mathrl sft`
+(``pipeline/stages/sft.py``) loads the model, runs ``train``, saves it and has the evals grade it.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from tqdm.auto import tqdm
 from pipeline.config import RunConfig
 from pipeline.data.problems import load_problems
 from pipeline.data.synth_solutions import corrupt_records
+from pipeline.data.tir_solutions import tool_records
 from pipeline.prompts import build_prompt
 
 
 def training_records(cfg: RunConfig) -> tuple[list[dict], int]:
-    """The training split of ``sft.task`` with the configured corruption; (records, how many corrupted)."""
+    """The training split of ``sft.task`` with the configured corruption, then ``sft.tool_frac`` of the
+    uncorrupted solutions written with the python tool (tir_solutions.py); (records, how many corrupted)."""
     s = cfg.sft
     records = load_problems(cfg.data.prepared_dir, s.task, "train", synth=cfg.data)
-    return corrupt_records(records, s.corrupt_frac, cfg.seed, s.corrupt_mode)
+    records, n_bad = corrupt_records(records, s.corrupt_frac, cfg.seed, s.corrupt_mode)
+    return tool_records(records, s.tool_frac, cfg.seed)[0], n_bad
 
 
 def encode(records: list[dict], tok, cfg: RunConfig) -> list[tuple[list[int], list[int]]]:

@@ -197,6 +197,7 @@ BAD: dict[str, str | list[str]] = {
     "sft.warmup_steps": "-1",
     "sft.corrupt_frac": "1.5",
     "sft.corrupt_mode": "typo",
+    "sft.tool_frac": "1.5",
     "sft.eval_limit": "-1",
     "eval.model": " model",
     "eval.dataset": "gsm8k+mmlu",
@@ -207,6 +208,7 @@ BAD: dict[str, str | list[str]] = {
     "eval.temperature": "-1",
     "eval.ks": "[0]",
     "eval.max_new_tokens": "0",
+    "eval.compare_without_tools": "true",  # without rollout.tools
     "eval.output_dir": " out",
     "experiment.seeds": "[1, 1]",
     "experiment.workers": "-1",

@@ -294,7 +294,7 @@ def check_sft(s) -> None:
     _at_least(s, "sft.", 1, "steps", "batch_size")
     _at_least(s, "sft.", 0, "warmup_steps", "eval_limit")
     _positive(s, "sft.", "lr")
-    _fraction(s, "sft.", "corrupt_frac")
+    _fraction(s, "sft.", "corrupt_frac", "tool_frac")
 
 
 def check_eval(e) -> None:
@@ -353,6 +353,9 @@ def check_run(cfg) -> None:
     check_pipelined(cfg)
     if cfg.train.void_turn_filter and not cfg.rollout.tools:
         raise ConfigError("train.void_turn_filter filters multi-turn tool use: it needs rollout.tools=[python]")
+    if cfg.eval.compare_without_tools and not cfg.rollout.tools:
+        raise ConfigError("eval.compare_without_tools compares evals with and without the tool: it needs "
+                          "rollout.tools=[python]")
     if cfg.rollout.tools and cfg.train.fsdp:  # the decode loop of the multi-turn rollout is not lock-step
         raise ConfigError(f"rollout.tools={cfg.rollout.tools} is not supported on an FSDP-sharded policy: set "
                           "train.fsdp=false or rollout.tools=[]")

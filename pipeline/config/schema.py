@@ -20,7 +20,7 @@ SynthOp = Literal["+", "-", "*", "/"]  # gsm-synth's operations (data/synth.py)
 Supervision = Literal["outcome", "process"]  # train.advantage; `mathrl experiment` runs both
 Stage = Literal["build-tiny", "sft", "train", "eval"]  # what `mathrl run` may run, in this order
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]  # train.report_to (grpo/trackers.py)
-TemplateName = Literal["gsm8k", "gsm8k_boxed", "math", "qwen_math", "verl_gsm8k", "plain"]  # prompts.TEMPLATES
+TemplateName = Literal["gsm8k", "gsm8k_boxed", "math", "qwen_math", "qwen_math_tir", "verl_gsm8k", "plain"]  # prompts.TEMPLATES
 SandboxBackend = Literal["auto", "docker", "bwrap", "process"]  # sandbox.BACKENDS, or auto
 Tool = Literal["python"]  # rollout.tools: pipeline/rollout/multi_turn.py
 StepScorer = Literal["rules", "prm", "both"]  # `mathrl eval-prm --scorer`
@@ -417,6 +417,8 @@ class SFTConfig:
     """`slip`: fraction of training solutions with one arithmetic step made wrong; `carry`: probability that each carry / borrow step is done the buggy way (so RL has room)."""
     corrupt_mode: Literal["slip", "carry"] = "slip"
     """`slip`: one random step off by 1, 2 or 10; `carry`: the forgotten-carry / forgotten-borrow bugs of Brown & Burton (1978), a systematic error (docs/cpu_default.md)."""
+    tool_frac: float = 0.0
+    """Tool-integrated reasoning (docs/tir.md): fraction of the uncorrupted training solutions rewritten to compute with a ```python block followed by the ```output block of its true output (pipeline/data/tir_solutions.py); the rest keep their calculator lines. 0 = none."""
     eval_limit: int = 200
     """Test problems for the greedy accuracy printed after training (0 = skip)."""
 
@@ -446,6 +448,8 @@ class EvalConfig:
     """k values for pass@k and maj@k (each <= n_samples)."""
     max_new_tokens: int = 256
     """Longest completion in tokens."""
+    compare_without_tools: bool = False
+    """With rollout.tools: `mathrl run` also evaluates the model before and after GRPO with the tools off (the keys `notool_...` of the result line and report: the same model, which then writes its code's output itself)."""
     output_dir: str = ""
     """Where results go; empty = `<run dir>/eval/<dataset>` for a run dir or checkpoint,
     `<model dir>/eval/<dataset>` for another local model, `<output_dir>/<name>/eval/<dataset>` for a hub id."""

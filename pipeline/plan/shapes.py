@@ -17,6 +17,7 @@ from pipeline.plan.memory import ModelShape
 SNAPSHOTS = Path(__file__).parent / "models"
 # Same architecture as a shipped snapshot (their public configs list the same fields).
 ALIASES = {
+    "Qwen/Qwen2.5-Math-1.5B-Instruct": "Qwen/Qwen2.5-Math-1.5B",  # configs/gpu_qwen_math_tir.yaml
     "deepseek-ai/deepseek-math-7b-instruct": "deepseek-ai/deepseek-math-7b-base",
     "deepseek-ai/deepseek-math-7b-rl": "deepseek-ai/deepseek-math-7b-base",
 }

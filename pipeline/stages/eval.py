@@ -6,7 +6,9 @@ Which model: ``eval.model`` when set (a hub id, model dir, LoRA adapter dir, run
 else the config's run's trained model ``<output_dir>/<name>/final`` when it exists, so `make eval`
 after `make train` evaluates what was trained; else ``model.name_or_path``. The first line says
 which and why. The loop itself is ``evals.evaluate``; results go to the folder
-``default_output_dir`` names (results.jsonl, summary.json, report.md, accuracy.png).
+``default_output_dir`` names (results.jsonl, summary.json, report.md, accuracy.png). With
+``rollout.tools: [python]`` the engine runs the policy's code mid-solution (docs/tir.md) and the line
+and report add the tool use (calls per solution, share of solutions using it, failed calls).
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def default_output_dir(cfg: RunConfig, model_path: str) -> Path:
     return path / layout.EVAL / tag
 
 
+def tool_fields(summary: dict) -> str:
+    """The tool use of an eval with ``rollout.tools`` for the result line (empty without tools)."""
+    t = summary.get("tool")
+    return "" if not t else (f" tool_calls={t['calls_per_solution']:.2f} tool_used={t['used_frac']:.3f} "
+                             f"tool_errors={t['errors_per_solution']:.2f}")
+
+
 def main(cfg: RunConfig) -> int:
     from evals.evaluate import evaluate_model
     from evals.loading import resolve_model_path
@@ -63,5 +72,5 @@ def main(cfg: RunConfig) -> int:
     ks = "" if summary["greedy"] else "  " + "  ".join(
         f"pass@{k}={v:.3f} maj@{k}={summary['maj@k'][k]:.3f}" for k, v in summary["pass@k"].items())
     print(f"eval: {cfg.eval.dataset} ({summary['n_problems']} problems) accuracy={summary['accuracy']:.3f}"
-          f"{ks} no-answer={summary['extraction_failure_rate']:.3f}  -> {out}/report.md")
+          f"{ks} no-answer={summary['extraction_failure_rate']:.3f}{tool_fields(summary)}  -> {out}/report.md")
     return 0

@@ -143,11 +143,13 @@ def summarise(cells: list[dict]) -> dict:
 
 
 def metric_names(cfg: RunConfig) -> dict[str, str]:
-    """eval key of ``stages.run.eval_plan`` -> readable name ("test_longer, greedy")."""
+    """eval key of ``stages.run.eval_plan`` -> readable name ("test_longer, greedy"; ", tools off" for
+    the evals of ``eval.compare_without_tools``)."""
     from evals.evaluate import decoding
-    from pipeline.stages.run import eval_plan
+    from pipeline.stages.run import NO_TOOLS, eval_plan
 
-    return {key: f"{split}, {decoding(c)}" for key, (c, split) in eval_plan(cfg).items()}
+    return {key: f"{split}, {decoding(c)}{', tools off' if key.startswith(NO_TOOLS) else ''}"
+            for key, (c, split) in eval_plan(cfg).items()}
 
 
 def grid_shape(cells: list[dict]) -> str:

@@ -96,7 +96,8 @@ def train_and_save(cfg: RunConfig) -> dict:
     t0 = time.time()
     model, tok = load_policy(s.init, dtype="float32", device=cfg.device)
     records, n_bad = sft.training_records(cfg)
-    print(f"sft: {len(records)} training solutions, {n_bad} corrupted; "
+    tool = f", {sum(bool(r.get('tool')) for r in records)} with the python tool" if s.tool_frac else ""
+    print(f"sft: {len(records)} training solutions, {n_bad} corrupted{tool}; "
           f"{sum(p.numel() for p in model.parameters()):,} params")
     losses = sft.train(model, tok, sft.encode(records, tok, cfg), cfg)
     out = Path(s.output)
