@@ -52,6 +52,9 @@ class Batch:
     behaviour_logp: torch.Tensor | None = None
     # [N, T] the loss mask (loss_mask): every statistic and term of the update takes it, built once per batch
     mask: torch.Tensor | None = None
+    # ([N, T, K] ids, their old log-probs): the old policy's K most likely tokens per position, for DPPO's
+    # top-K divergence (train.dppo_topk), taken in the old-log-prob forward; None when old is the update's own
+    old_topk: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 class timed:
@@ -89,7 +92,11 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     keep_old = reuse or cfg.train.async_staleness > 0 and not in_update
     need_old = keep_old or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0 and not in_update
     with timed(timer, "logprobs"), torch.no_grad():
-        old = all_logprobs(cfg, state.policy, packed) if need_old else None
+        old, old_topk = None, None
+        if need_old and keep_old and cfg.train.dppo_topk > 0:
+            old, old_topk = all_logprobs(cfg, state.policy, packed, top=cfg.train.dppo_topk)
+        elif need_old:
+            old = all_logprobs(cfg, state.policy, packed)
         ref_logp = None
         if state.ref is not None:
             with reference_mode(state.policy, state.ref) as ref_model:
@@ -99,7 +106,8 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     behaviour = pad_logprobs([e.engine_logprobs for e in episodes], mask.shape[1], device=mask.device) \
         if in_update else None
     return Batch(episodes, packed, adv, old if keep_old else None,
-                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour, mask)
+                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour, mask,
+                 old_topk)
 
 
 def policy_device(model) -> torch.device:
@@ -204,13 +212,17 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
     return groups
 
 
-def all_logprobs(cfg, model, packed: Packed) -> torch.Tensor:
-    """[N, T] log-probs of every packed completion under ``model``, in micro-batches."""
+def all_logprobs(cfg, model, packed: Packed, top: int = 0):
+    """[N, T] log-probs of every packed completion under ``model``, in micro-batches; with ``top`` K > 0,
+    (those, ([N, T, K] ids of each position's K most likely tokens, their log-probs)) from the same forwards."""
     n, mb = packed.input_ids.shape[0], cfg.train.micro_batch_size
     with autocast_for(cfg):
-        return torch.cat([token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature,
-                                         layout=cfg.train.forward_layout).float()
-                          for s in range(0, n, mb)])
+        parts = [token_logprobs(model, packed, slice(s, min(n, s + mb)), cfg.rollout.temperature,
+                                layout=cfg.train.forward_layout, top=top or None) for s in range(0, n, mb)]
+    if not top:
+        return torch.cat([p.float() for p in parts])
+    return (torch.cat([p[0].float() for p in parts]),
+            (torch.cat([p[2][0] for p in parts]), torch.cat([p[2][1].float() for p in parts])))
 
 
 def loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:
