@@ -145,7 +145,8 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) ->
     noise_text = ", ".join(f"{names[k]} {100 * v['std']:.1f} ({v['df']} df)" for k, v in summary["noise"].items())
     lines = [f"# Objective variants from one SFT start ({len(cells)} GRPO runs)", "",
              f"Task `{cfg.train.task}`; each run {cfg.train.steps} steps x {cfg.train.questions_per_step} questions x "
-             f"G = {cfg.rollout.group_size} (2-GRPO: 64 x 2), lr {cfg.train.lr:g}, shared overrides "
+             f"G = {cfg.rollout.group_size} (unless a variant's overrides below say otherwise), lr {cfg.train.lr:g}, "
+             "shared overrides "
              f"{' '.join(SHARED) or 'none'}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
              "Accuracies in points (x100); before: " + ", ".join(f"{names[k]} {100 * before[k]:.1f}" for k in keys)
              + ".", "", f"Seed noise (pooled std of the seeded variants' after accuracies): {noise_text}. "
