@@ -19,12 +19,12 @@ comma := ,
 EXTRAS := train$(comma)verl$(comma)test$(if $(HAS_GPU),$(comma)vllm)
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid clean help gpu-smoke gpu-wheels check-gpu-deps gpu-probe gpu-check
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid compare-objectives clean help gpu-smoke gpu-wheels check-gpu-deps gpu-probe gpu-check
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
-	@echo "make data | sft | eval | bench | bench-rollout | experiment | seed-grid | test-all | test-docker | test-vllm | test-torchfree | clean"
+	@echo "make data | sft | eval | bench | bench-rollout | experiment | seed-grid | compare-objectives | test-all | test-docker | test-vllm | test-torchfree | clean"
 	@echo "make gpu-smoke [device=cpu] | gpu-probe [device=cpu] [size=small|real] | gpu-check [device=cpu] | gpu-wheels | check-gpu-deps [VLLM='vllm==0.33.*']"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
@@ -90,6 +90,13 @@ GRPO_SEEDS ?= 0,1,2
 GRID_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 seed-grid: setup data
 	$(MATHRL) seed-grid --config $(CONFIG) --sft-seeds $(SFT_SEEDS) --grpo-seeds $(GRPO_SEEDS) --workers $(GRID_WORKERS) $(OVERRIDES)
+
+# every objective variant of docs/grpo_math.md from the config's SFT model, STEPS GRPO steps each, 3 seeds
+# for grpo and dr-grpo (docs/grpo_math.md, "Comparing the variants"); a short try:
+# make compare-objectives STEPS=3 eval.limit=20
+STEPS ?= 150
+compare-objectives: setup data
+	$(MATHRL) compare-objectives --config $(CONFIG) train.steps=$(STEPS) $(OVERRIDES)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -2,15 +2,16 @@
 
     mathrl <stage> [--config configs/x.yaml] [key=value ...]
 
-Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve, experiment
-(outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data), seed-grid
-(GRPO over SFT x GRPO seeds), plan (GPU memory estimate), config (print every key with its
-documentation). Each stage is ``pipeline/stages/<stage>.py: main(cfg, ...) -> exit code``, imported
-(``stage_main``) only when used so ``mathrl data`` does not pay for torch; before importing it the
-command pins the CPU kernels the config's ``cpu_isa`` names (read when torch loads,
-pipeline/determinism.py). The config and the stage's options are checked when it loads
-(pipeline/config/checks.py); the stages that read problems then prepare the datasets they read and
-read the user's JSONL files once, before the stage's code is imported or any model loads.
+Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve,
+experiment (outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data),
+seed-grid (GRPO over SFT x GRPO seeds), compare-objectives (every objective variant from one SFT
+start), plan (GPU memory estimate), config (print every key with its documentation). Each stage is
+``pipeline/stages/<stage>.py: main(cfg, ...) -> exit code``, imported (``stage_main``) only when
+used so ``mathrl data`` does not pay for torch; before importing it the command pins the CPU kernels
+the config's ``cpu_isa`` names (read when torch loads, pipeline/determinism.py). The config and the
+stage's options are checked when it loads (pipeline/config/checks.py); the stages that read problems
+then prepare the datasets they read and read the user's JSONL files once, before the stage's code is
+imported or any model loads.
 ``mathrl push RUN_DIR --repo ID`` uploads a run's ``final/`` (weights and model card) to the
 Hugging Face Hub.
 """
@@ -39,15 +40,17 @@ STAGES = {  # name -> help; the code is pipeline/stages/<name with _ for ->.py (
     "experiment": "outcome vs process supervision over experiment.seeds: table, 95%% bands, steps-to-threshold, plot",
     "eval-prm": "a step scorer (rules, PRM, both) on ProcessBench-format JSONL: first-error F1 table",
     "seed-grid": "GRPO on 3 SFT seeds x 3 GRPO seeds, corrupted and clean warm start: table",
+    "compare-objectives": "every objective variant (docs/grpo_math.md) from one SFT start, train.steps each: table",
     "plan": "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)",
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
 EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
 # `mathrl seed-grid` options passed to its stage function
 GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")
+COMPARE_ARGS = ("seeded", "seeds")  # `mathrl compare-objectives` options (and table_only)
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
-READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment", "seed-grid")
+READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment", "seed-grid", "compare-objectives")
 WRITES_CARD = ("train", "run")  # stages that get the command line, for the model card
 
 
@@ -94,6 +97,14 @@ def _main(argv: list[str] | None) -> int:
                            help="(warm start, SFT seed) lanes run at once, one process each (default 1)")
             p.add_argument("--table-only", action="store_true",
                            help="tabulate the finished runs of these seeds; run nothing")
+        if name == "compare-objectives":
+            p.add_argument("--seeded", type=variant_list, default=("grpo", "dr-grpo"),
+                           help="comma-separated variants run on every seed, the first the reference "
+                                "(default grpo,dr-grpo)")
+            p.add_argument("--seeds", type=seed_list, default=(0, 1, 2),
+                           help="comma-separated GRPO seeds of the seeded variants (default 0,1,2; others: the first)")
+            p.add_argument("--table-only", action="store_true",
+                           help="tabulate the finished runs; run nothing")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     push = sub.add_parser("push", help="upload a run's final/ (weights + model card) to the Hugging Face Hub")
     push.add_argument("run_dir", help="the run directory (holds final/)")
@@ -116,7 +127,7 @@ def _main(argv: list[str] | None) -> int:
     if args.stage == "push":
         from pipeline.stages import push
         return push.main(args.run_dir, args.repo, private=args.private)
-    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS, *GRID_ARGS) if hasattr(args, k)}
+    kwargs = {k: getattr(args, k) for k in (*PLAN_ARGS, *EVAL_PRM_ARGS, *GRID_ARGS, *COMPARE_ARGS) if hasattr(args, k)}
     try:
         extra = [f"eval.limit={args.limit}"] if getattr(args, "limit", None) is not None else []
         cfg = load_run_config(args.config, [*args.overrides, *extra])
@@ -167,6 +178,8 @@ def stage_main(name: str):
         from pipeline.stages.eval_prm import main
     elif name == "seed-grid":
         from pipeline.stages.seed_grid import main
+    elif name == "compare-objectives":
+        from pipeline.stages.compare_objectives import main
     elif name == "plan":
         from pipeline.stages.plan import main
     else:
@@ -199,6 +212,16 @@ def start_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected {', '.join(seed_grid_starts())} "
                                          "or several joined by commas")
     return starts
+
+
+def variant_list(text: str) -> tuple[str, ...]:
+    """``"grpo,sapo"`` -> ``("grpo", "sapo")``: distinct variants of `mathrl compare-objectives`, else a usage error."""
+    from pipeline.stages.compare_objectives import VARIANTS
+
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not names or any(n not in VARIANTS for n in names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected variants among {', '.join(VARIANTS)}, joined by commas")
+    return names
 
 
 def seed_list(text: str) -> tuple[int, ...]:

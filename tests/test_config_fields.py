@@ -163,6 +163,7 @@ BAD: dict[str, str | list[str]] = {
     "train.vespo_lambda_neg": "-0.5",
     "train.dppo_divergence": "js",
     "train.dppo_delta": "0",
+    "train.dppo_topk": "-1",
     "train.kl_in": ["train.kl_in=reward", "train.advantage=process"],
     "train.ref_reset_every": "-1",
     "train.dynamic_sampling": "maybe",

@@ -325,6 +325,7 @@ def test_the_default_objective_is_todays_loss_exactly():
     (["train.surrogate=vespo", "train.importance_level=sequence"], "train.importance_level=token"),
     (["train.surrogate=dppo", "train.importance_level=sequence"], "token probabilities"),
     (["train.dppo_delta=0"], "train.dppo_delta must be > 0"),
+    (["train.dppo_topk=4"], "train.surrogate=dppo"),
     (["train.vespo_lambda_neg=-1"], "train.vespo_lambda_neg must be >= 0"),
     (["rollout.is_correction=mis"], "rollout.tis_cap > 0"),
     (["train.adv_norm=rank", "train.adv_scale=batch"], "train.adv_scale=group"),
@@ -344,6 +345,9 @@ def test_check_objective_refuses_with_one_line(overrides, words):
 @pytest.mark.parametrize("variant", [
     ["train.surrogate=dppo", "train.adv_norm=per_reward"],
     ["train.surrogate=vespo", "train.adv_norm=rank", "train.loss_type=dapo"],
+    # top-K DPPO both ways: the old top-K from the batch's old forward (mu = 2), and this forward's own (mu = 1)
+    ["train.surrogate=dppo", "train.dppo_topk=4", "train.num_iterations=2"],
+    ["train.surrogate=dppo", "train.dppo_topk=4", "train.dppo_divergence=kl"],
 ])
 def test_a_variant_trains_through_the_real_loop(tiny_setup, variant):
     from pipeline.grpo import trainer
@@ -351,7 +355,7 @@ def test_a_variant_trains_through_the_real_loop(tiny_setup, variant):
     from pipeline.models import load_policy
     from tests.test_trainer import run_cfg
 
-    cfg = run_cfg(tiny_setup, "variant-" + variant[0].split("=")[1], "train.steps=1", *variant)
+    cfg = run_cfg(tiny_setup, "variant-" + "-".join(v.split("=")[1] for v in variant), "train.steps=1", *variant)
     run_dir = trainer.train(cfg)
     (row,) = read_metrics(run_dir)
     assert math.isfinite(row["loss"]) and row["grad_norm"] > 0  # a real gradient reached the weights

@@ -74,6 +74,27 @@ def test_padded_layout_is_the_one_computed_so_far(model_and_batch):
     assert torch.equal(ours, token_logprobs(model, packed, layout="padded"))
 
 
+@pytest.mark.parametrize("layout", ["padded", "trimmed", "shared_prompt"])
+def test_top_k_log_probs_are_the_full_softmax_s(model_and_batch, layout):
+    """``top`` (DPPO's top-K divergence): the K most likely tokens of each completion position and
+    their log-probs, and given ids' log-probs, as the full log-softmax has them."""
+    model, packed = model_and_batch
+    p, mask = packed.prompt_width, packed.completion_mask.bool()
+    with torch.no_grad():
+        out = model(input_ids=packed.input_ids, attention_mask=packed.attention_mask,
+                    position_ids=packed.position_ids, use_cache=False).logits.float()
+        full = (out[:, p - 1:-1] / 0.7).log_softmax(-1)  # [N, T, V]
+        logp, _, (ids, top_logp) = token_logprobs(model, packed, temperature=0.7, layout=layout, top=5)
+        want = full.topk(5, dim=-1)
+        assert torch.equal(logp * mask, token_logprobs(model, packed, temperature=0.7, layout=layout) * mask)
+        assert torch.allclose(top_logp[mask], want.values[mask], atol=1e-5)
+        assert torch.equal(ids[mask], want.indices[mask])
+        given = torch.flip(want.indices, dims=[-1])  # any ids: here the same five, least likely first
+        _, _, (same, again) = token_logprobs(model, packed, temperature=0.7, layout=layout, top=given)
+        assert torch.equal(same[mask], given[mask])
+        assert torch.allclose(again[mask], full.gather(-1, given)[mask], atol=1e-5)
+
+
 def test_training_with_a_shared_prompt_forward_matches_the_padded_one(tiny_setup):
     weights = {}
     for layout in ("padded", "shared_prompt"):

@@ -2,7 +2,7 @@
 section runs when it is built (``checks``) and a strict loader."""
 
 from pipeline.config.checks import ConfigError, check_world, world_size
-from pipeline.config.loader import describe, load_config, save_config, to_dict
+from pipeline.config.loader import describe, load_config, save_config, to_dict, with_overrides
 from pipeline.config.schema import (DataConfig, EvalConfig, ExperimentConfig, ModelConfig, PromptConfig, RewardConfig,
                                     RolloutConfig, RunConfig, SFTConfig, TrainConfig)
 
@@ -17,4 +17,4 @@ def load_run_config(path=None, overrides=None) -> RunConfig:
 
 __all__ = ["ConfigError", "DataConfig", "EvalConfig", "ExperimentConfig", "ModelConfig", "PromptConfig", "RewardConfig",
            "RolloutConfig", "RunConfig", "SFTConfig", "TrainConfig", "describe", "load_config",
-           "load_run_config", "save_config", "to_dict"]
+           "load_run_config", "save_config", "to_dict", "with_overrides"]

@@ -377,6 +377,9 @@ def check_objective(cfg) -> None:
         k for k in ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg") if getattr(t, k) < 0]
     if bad:
         raise ConfigError(f"train.{bad[0]} must be {'> 0' if bad[0] in positive else '>= 0'}, got {getattr(t, bad[0])}")
+    if t.dppo_topk < 0 or t.dppo_topk and t.surrogate != "dppo":
+        raise ConfigError(f"train.dppo_topk={t.dppo_topk} needs train.surrogate=dppo and a value >= 0 "
+                          "(0: the binary divergence)")
     if t.surrogate in ("vespo", "dppo") and t.importance_level != "token":
         why = ("its weight is already one per sequence" if t.surrogate == "vespo"
                else "its mask is on token probabilities")

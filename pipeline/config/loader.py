@@ -202,6 +202,12 @@ def load_config(cls: type, path: str | Path | None = None, overrides: list[str] 
     return _build(cls(), changes)
 
 
+def with_overrides(cfg: Any, overrides: list[str]):
+    """A copy of the built config ``cfg`` with dotted ``key=value`` overrides applied and checked,
+    as if they had followed the ones it was loaded with."""
+    return _build(cfg, _changes(type(cfg), parse_overrides(overrides), ""))
+
+
 def to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 

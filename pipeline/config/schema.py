@@ -322,9 +322,11 @@ class TrainConfig:
     vespo_lambda_neg: float = 2.0
     """vespo, A < 0: decay lambda."""
     dppo_divergence: DppoDivergence = "tv"
-    """dppo: binary total variation |p - p_old| or binary KL of the sampled token's probability."""
+    """dppo: total variation or KL between the old and the current policy at each position (binary or top-K: train.dppo_topk)."""
     dppo_delta: float = 0.15
     """dppo: trust-region radius on that divergence (the DPPO authors' scripts: 0.15 for tv, 0.05 for kl)."""
+    dppo_topk: int = 0
+    """dppo: 0 = the binary divergence (the sampled token against all others); K > 0 = the top-K one over the old policy's K most likely tokens, the sampled token and the rest (DPPO sec. 4.3; the old policy's top-K come from the trainer's old-log-prob forward, the engine returns nothing more)."""
     importance_level: ImportanceLevel = "token"
     """Token-level ratios (GRPO) or one per sequence (GSPO)."""
     clip_low: float = 0.2

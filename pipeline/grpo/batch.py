@@ -53,6 +53,9 @@ class Batch:
     behaviour_logp: torch.Tensor | None = None
     # [N, T] the loss mask (loss_mask): every statistic and term of the update takes it, built once per batch
     mask: torch.Tensor | None = None
+    # ([N, T, K] ids, their old log-probs): the old policy's K most likely tokens per position, for DPPO's
+    # top-K divergence (train.dppo_topk), taken in the old-log-prob forward; None when old is the update's own
+    old_topk: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 class timed:
@@ -90,7 +93,11 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     keep_old = reuse or cfg.train.async_staleness > 0 and not in_update
     need_old = keep_old or cfg.train.kl_in == "reward" or cfg.rollout.tis_cap > 0 and not in_update
     with timed(timer, "logprobs"), torch.no_grad():
-        old = all_logprobs(cfg, state.policy, packed, episodes) if need_old else None
+        old, old_topk = None, None
+        if need_old and keep_old and cfg.train.dppo_topk > 0:
+            old, old_topk = all_logprobs(cfg, state.policy, packed, episodes, top=cfg.train.dppo_topk)
+        elif need_old:
+            old = all_logprobs(cfg, state.policy, packed, episodes)
         ref_logp = None
         if state.ref is not None:
             with reference_mode(state.policy, state.ref) as ref_model:
@@ -100,7 +107,8 @@ def finish_batch(cfg, state: TrainState, episodes: list[Episode], zero_std_frac:
     behaviour = pad_logprobs([e.engine_logprobs for e in episodes], mask.shape[1], device=mask.device) \
         if in_update else None
     return Batch(episodes, packed, adv, old if keep_old else None,
-                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour, mask)
+                 ref_logp if cfg.train.kl_in == "loss" else None, weights, zero_std_frac, mismatch, behaviour, mask,
+                 old_topk)
 
 
 def policy_device(model) -> torch.device:
@@ -205,18 +213,30 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
     return groups
 
 
-def all_logprobs(cfg, model, packed: Packed, episodes: list[Episode]) -> torch.Tensor:
+def all_logprobs(cfg, model, packed: Packed, episodes: list[Episode], top: int = 0):
     """[N, T] log-probs of every packed completion under ``model``, in the update's micro-batches
-    (micro_batches.py: by row count or by token budget), in row order."""
+    (micro_batches.py: by row count or by token budget), in row order; with ``top`` K > 0, (those,
+    ([N, T, K] ids of each position's K most likely tokens, their log-probs)) from the same forwards."""
     chunks = micro_batches(list(range(len(episodes))), [len(e.completion_ids) for e in episodes],
                            [e.group for e in episodes], cfg.train.micro_batch_size, cfg.train.micro_batch_tokens)
+    n = packed.completion_mask.shape[0]
     out = torch.empty(packed.completion_mask.shape, dtype=torch.float32, device=packed.completion_mask.device)
+    head_ids = head_logp = None
     with autocast_for(cfg):
         for chunk in chunks:
             rows = as_index(chunk)
-            out[rows] = token_logprobs(model, packed, rows, cfg.rollout.temperature,
-                                       layout=cfg.train.forward_layout).float()
-    return out
+            part = token_logprobs(model, packed, rows, cfg.rollout.temperature, layout=cfg.train.forward_layout,
+                                  top=top or None)
+            if not top:
+                out[rows] = part.float()
+                continue
+            out[rows] = part[0].float()
+            ids, logp = part[2]
+            if head_ids is None:
+                head_ids = torch.empty((n, *ids.shape[1:]), dtype=ids.dtype, device=ids.device)
+                head_logp = torch.empty((n, *logp.shape[1:]), dtype=torch.float32, device=logp.device)
+            head_ids[rows], head_logp[rows] = ids, logp.float()
+    return (out, (head_ids, head_logp)) if top else out
 
 
 def loss_mask(cfg, episodes: list[Episode], packed: Packed) -> torch.Tensor:

@@ -32,9 +32,12 @@ rho the ratio above, sg() a detached factor, formulas and sources in docs/grpo_m
           weight is capped, never the gradient, so no token is dropped;
   vespo   sg(phi(W)) A logp with W = prod_t rho_t the sequence ratio and
           phi(W) = W^k exp(lambda (1 - W)) (VESPO, arXiv:2602.10693; k, lambda by the sign of A);
-  dppo    rho A on tokens inside a trust region on the binary total variation |p - p_old| or the
-          binary KL of the sampled token's probability (DPPO, arXiv:2602.04879): a token is
-          dropped only when the update would move it further out (A > 0 and p up, A < 0 and p down).
+  dppo    rho A on tokens inside a trust region on the total variation or the KL between the old and
+          the current distribution (DPPO, arXiv:2602.04879): a token is dropped only when the
+          update would move it further out (A > 0 and p up, A < 0 and p down). The divergence is
+          the paper's binary one (the sampled token against all others) or, with `topk` K > 0 and
+          a `TopK`, its top-K one over the old policy's K most likely tokens, the sampled token and
+          "other" (`dppo_divergence`; K = 0 is the binary one).
 Each registry (SURROGATES, AGGREGATIONS, KL_ESTIMATORS, LEVELS) is keyed by the names of the
 matching `Literal` of pipeline/config/schema.py, the one list of choices
 (tests/test_grpo_registries.py checks they agree); this module imports nothing of pipeline.
@@ -53,8 +56,8 @@ from typing import Callable, Mapping
 
 import torch
 
-__all__ = ["policy_loss", "kl_divergence", "SURROGATES", "AGGREGATIONS", "KL_ESTIMATORS", "LEVELS",
-           "DPPO_DIVERGENCES"]
+__all__ = ["policy_loss", "kl_divergence", "dppo_divergence", "TopK", "SURROGATES", "AGGREGATIONS",
+           "KL_ESTIMATORS", "LEVELS", "DPPO_DIVERGENCES"]
 
 # d = ref_logp - logp
 KL_ESTIMATORS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -73,12 +76,28 @@ def kl_divergence(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "
 
 
 @dataclass(frozen=True)
+class TopK:
+    """DPPO's top-K approximation (Qi et al. 2026, arXiv:2602.04879, sec. 4.3): at each position the
+    K most likely tokens of the old policy, as [N, T, K] tensors.
+
+    old_logp: their log-probs under the old policy; logp: under the current one (no gradient is
+    taken through them); sampled: True where the entry is the sampled token itself, which the
+    divergence counts once, through the sampled token's own logp / old_logp.
+    """
+
+    old_logp: torch.Tensor
+    logp: torch.Tensor
+    sampled: torch.Tensor
+
+
+@dataclass(frozen=True)
 class Tokens:
     """What a surrogate sees of one (micro-)batch; padding is already sanitised (log-ratio 0).
 
     logp: [N, T] (with grad); old_logp: [N, T] (padding 0); token_log_ratio: [N, T] logp - old
     per token; ratio: [N, T] exp of the token or (GSPO) sequence log-ratio; adv: [N, 1] or
-    [N, T]; m: [N, T] bool mask; is_weights: [N, T] detached importance weights or None.
+    [N, T]; m: [N, T] bool mask; is_weights: [N, T] detached importance weights or None;
+    topk: DPPO's top-K tokens (`TopK`, masked positions already 0 / False) or None.
     """
 
     logp: torch.Tensor
@@ -88,6 +107,7 @@ class Tokens:
     adv: torch.Tensor
     m: torch.Tensor
     is_weights: torch.Tensor | None
+    topk: TopK | None = None
 
     def weighted(self, objective: torch.Tensor) -> torch.Tensor:
         """The objective times the importance weights (vLLM/trainer mismatch), when there are any."""
@@ -136,18 +156,46 @@ def _vespo(x: Tokens, *, k_pos: float, lambda_pos: float, k_neg: float, lambda_n
     return phi * x.adv * x.logp, none, none
 
 
-def _dppo(x: Tokens, *, divergence: str, delta: float):
+def dppo_divergence(logp: torch.Tensor, old_logp: torch.Tensor, divergence: str,
+                    topk: TopK | None = None) -> torch.Tensor:
+    """[N, T] DPPO's divergence D(old || current) at each position (no gradient), from the sampled
+    token's log-probs [N, T] and, for the top-K approximation, the old policy's top-K tokens.
+
+    Binary (topk None; Qi et al. eqs. 6-7): the Bernoulli (sampled token, everything else) of each
+    policy; tv = |p - p_old|, kl = KL(Bern(p_old) || Bern(p)). Top-K (eqs. 8-9): the categorical over
+    the old top-K tokens, the sampled token (once) and "other" = 1 - their sum; tv = half the L1
+    distance, kl = sum p_old log(p_old / p). K = 0 is the binary partition, so both give the binary
+    values; a finer partition never lowers a divergence, so binary <= top-K <= the full divergence.
+    """
     with torch.no_grad():
+        p, p_old = torch.exp(logp), torch.exp(old_logp)
+        if topk is None:
+            if divergence == "tv":
+                return (p - p_old).abs()
+            if divergence == "kl":
+                return p_old * (old_logp - logp) + (1 - p_old) * (torch.log1p(-p_old.clamp(max=1 - 1e-7))
+                                                                  - torch.log1p(-p.clamp(max=1 - 1e-7)))
+        else:
+            others = ~topk.sampled
+            head, head_old = torch.exp(topk.logp) * others, torch.exp(topk.old_logp) * others  # [N, T, K]
+            rest = (1 - p - head.sum(-1)).clamp(min=0)  # "other": float sums may dip below 0
+            rest_old = (1 - p_old - head_old.sum(-1)).clamp(min=0)
+            if divergence == "tv":
+                return ((p - p_old).abs() + (head - head_old).abs().sum(-1) + (rest - rest_old).abs()) / 2
+            if divergence == "kl":
+                def term(q, r):  # q log(q / r), 0 where q = 0
+                    return torch.xlogy(q, q) - torch.xlogy(q, r.clamp(min=1e-30))
+                return term(p_old, p) + term(head_old, head).sum(-1) + term(rest_old, rest)
+        raise ValueError(f"unknown dppo divergence {divergence!r}; expected one of {DPPO_DIVERGENCES}")
+
+
+def _dppo(x: Tokens, *, divergence: str, delta: float, topk: int = 0):
+    if topk > 0 and x.topk is None:
+        raise ValueError(f"dppo with topk={topk} needs the old policy's top-K log-probs (policy_loss's topk)")
+    with torch.no_grad():
+        outside = dppo_divergence(x.logp, x.old_logp, divergence, x.topk if topk > 0 else None) > delta
         p, p_old = torch.exp(x.logp), torch.exp(x.old_logp)
         up, down = p > p_old, p < p_old
-        if divergence == "tv":
-            outside = (p - p_old).abs() > delta
-        elif divergence == "kl":  # KL(Bernoulli(p_old) || Bernoulli(p)) of the sampled token
-            kl = p_old * (x.old_logp - x.logp) + (1 - p_old) * (torch.log1p(-p_old.clamp(max=1 - 1e-7))
-                                                                - torch.log1p(-p.clamp(max=1 - 1e-7)))
-            outside = kl > delta
-        else:
-            raise ValueError(f"unknown dppo divergence {divergence!r}; expected one of {DPPO_DIVERGENCES}")
         high = outside & up & (x.adv > 0)  # moving further out of the region: masked
         low = outside & down & (x.adv < 0)
         keep = ~(high | low)
@@ -184,6 +232,7 @@ def policy_loss(
     num_rows: float | None = None,
     surrogate: str = "clip",
     surrogate_params: Mapping[str, float | str] | None = None,
+    topk: TopK | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO loss of one (micro-)batch and its statistics.
 
@@ -196,8 +245,9 @@ def policy_loss(
     num_tokens / num_rows: completion tokens / rows of the whole optimizer batch under gradient
     accumulation (see the module notes); None: this call is the whole batch.
     surrogate: a SURROGATES name; surrogate_params: its hyper-parameters (sapo: tau_pos,
-    tau_neg; cispo: cap; vespo: k_pos, lambda_pos, k_neg, lambda_neg; dppo: divergence, delta),
-    all required; `clip` takes clip_low / clip_high.
+    tau_neg; cispo: cap; vespo: k_pos, lambda_pos, k_neg, lambda_neg; dppo: divergence, delta and
+    optionally topk, K of the top-K divergence, 0 = binary), all required; `clip` takes clip_low /
+    clip_high. topk: the old policy's top-K tokens, required by dppo with topk > 0 (`TopK`).
     Returns (scalar loss, stats) with stats 0-dim float32 tensors on logp's device (read them
     once per step, not per call: each read waits for the device): loss (this call's loss before
     the accumulation scaling), kl (masked token mean of the chosen estimator,
@@ -224,7 +274,8 @@ def policy_loss(
     else:
         adv = torch.where(m, advantages.to(logp.dtype), zero)  # [N, T]
     tokens = Tokens(torch.where(m, logp, zero), torch.where(m, old_logp.to(logp.dtype), zero), token_log_ratio,
-                    ratio, adv, m, None if is_weights is None else is_weights.detach().to(logp.dtype))
+                    ratio, adv, m, None if is_weights is None else is_weights.detach().to(logp.dtype),
+                    None if topk is None else _sanitised(topk, m, logp.dtype))
     params = {"clip_low": clip_low, "clip_high": clip_high} if surrogate == "clip" else dict(surrogate_params or {})
     objective, low, high = SURROGATES[surrogate](tokens, **params)
     per_token = -objective
@@ -238,6 +289,14 @@ def policy_loss(
     if num_rows is not None and loss_type != "dapo":  # dapo's num_tokens already spans the batch
         loss = loss * (logp.shape[0] / num_rows)
     return loss, stats
+
+
+def _sanitised(topk: TopK, m: torch.Tensor, dtype: torch.dtype) -> TopK:
+    """``topk`` with padding positions holding no probability (log-prob -inf, not sampled), detached."""
+    pad = torch.full((), -torch.inf, dtype=dtype, device=m.device)
+    keep = m.unsqueeze(-1)
+    old, new = (torch.where(keep, t.detach().to(dtype), pad) for t in (topk.old_logp, topk.logp))
+    return TopK(old, new, topk.sampled.to(torch.bool) & keep)
 
 
 # Reductions of masked [N, T] per-token losses (padding already zeroed) to a scalar.

@@ -13,7 +13,7 @@ import torch
 
 from pipeline.grpo.advantages import normalised_advantages
 from pipeline.grpo.episodes import Episode
-from pipeline.grpo.losses import policy_loss
+from pipeline.grpo.losses import TopK, policy_loss
 from pipeline.parallel import distributed
 
 
@@ -25,13 +25,13 @@ def surrogate_params(train) -> dict[str, float | str]:
         "cispo": {"cap": train.cispo_cap},
         "vespo": {"k_pos": train.vespo_k_pos, "lambda_pos": train.vespo_lambda_pos,
                   "k_neg": train.vespo_k_neg, "lambda_neg": train.vespo_lambda_neg},
-        "dppo": {"divergence": train.dppo_divergence, "delta": train.dppo_delta},
+        "dppo": {"divergence": train.dppo_divergence, "delta": train.dppo_delta, "topk": train.dppo_topk},
     }[train.surrogate]
 
 
 def loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None, advantages: torch.Tensor,
          mask: torch.Tensor, is_weights: torch.Tensor | None, *, num_tokens: float | None = None,
-         num_rows: float | None = None) -> tuple[torch.Tensor, dict]:
+         num_rows: float | None = None, topk: TopK | None = None) -> tuple[torch.Tensor, dict]:
     """``policy_loss`` of one micro-batch with the config's objective (arguments as there)."""
     t = cfg.train
     return policy_loss(
@@ -39,7 +39,7 @@ def loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor
         clip_high=t.clip_high, beta=t.beta if t.kl_in == "loss" else 0.0, kl_estimator=t.kl_estimator,
         importance_level=t.importance_level, max_completion_length=cfg.rollout.max_new_tokens,
         is_weights=is_weights, num_tokens=num_tokens, num_rows=num_rows, surrogate=t.surrogate,
-        surrogate_params=surrogate_params(t))
+        surrogate_params=surrogate_params(t), topk=topk)
 
 
 def reward_components(cfg, episodes: list[Episode], device) -> torch.Tensor:

@@ -56,6 +56,7 @@ from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
 from pipeline.grpo.micro_batches import as_index, micro_batches
+from pipeline.grpo.losses import TopK
 from pipeline.grpo.pipelined import batch_source
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.reward_audit import RewardAudit
@@ -245,10 +246,15 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
     lengths, groups = [len(e.completion_ids) for e in batch.episodes], [e.group for e in batch.episodes]
     for chunk in micro_batches(part, lengths, groups, cfg.train.micro_batch_size, cfg.train.micro_batch_tokens):
         rows = as_index(chunk)
+        k = cfg.train.dppo_topk
+        top = None if not k else batch.old_topk[0][rows] if batch.old_topk is not None else k
         with autocast_for(cfg):
             out = token_logprobs(policy, batch.packed, rows, cfg.rollout.temperature, entropy=entropy is not None,
-                                 layout=cfg.train.forward_layout)
-        logp, ent = out if entropy is not None else (out, None)
+                                 layout=cfg.train.forward_layout, top=top)
+        if top is not None:
+            logp, ent, head = out
+        else:
+            logp, ent = out if entropy is not None else (out, None)
         if entropy is not None:
             m = mask[rows].to(ent.device, torch.float32)
             entropy[0] = entropy[0] + (ent.float() * m).sum()  # stays on the device: read once per step
@@ -259,9 +265,10 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
             is_weights, tis_stats = tis_weights(old, batch.behaviour_logp[rows], mask[rows], cfg.rollout.tis_cap,
                                                 cfg.rollout.is_correction, cfg.rollout.is_level)
             tis_stats.pop("tis/max_abs_delta")  # a mean over micro-batches of their maxima would mislead
+        topk = None if top is None else _top_k(batch, rows, head)
         loss, stats = objective.loss(
             cfg, logp, old, None if batch.ref_logp is None else batch.ref_logp[rows], batch.advantages[rows],
-            mask[rows], is_weights, num_tokens=total_tokens, num_rows=n_all)
+            mask[rows], is_weights, num_tokens=total_tokens, num_rows=n_all, topk=topk)
         if not torch.isfinite(loss):
             _stop_non_finite(run_dir, step, "loss")
         loss.backward()
@@ -277,6 +284,16 @@ def _mini_batch_step(cfg, state: TrainState, batch: Batch, mask, part: list[int]
     opt.zero_grad(set_to_none=True)  # free the gradients now, not at the next update: not held through the rollout
     state.scheduler.step()
     return float(norm)
+
+
+def _top_k(batch: Batch, rows, head: tuple[torch.Tensor, torch.Tensor]) -> TopK:
+    """DPPO's top-K tokens of ``rows``: the old policy's (the batch's old forward) with this forward's
+    log-probs of them, or, when the old policy is this forward's own (no old log-probs kept), its top-K twice."""
+    ids, logp = head
+    old = batch.old_topk[1][rows] if batch.old_topk is not None else logp
+    p = batch.packed.prompt_width
+    sampled = ids == batch.packed.input_ids[rows][:, p:p + ids.shape[1]].to(ids.device).unsqueeze(-1)
+    return TopK(old, logp, sampled)
 
 
 def _evaluates_here(state: TrainState, main_rank: bool) -> bool:
