@@ -36,7 +36,8 @@ _NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?"
                      r"|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
 _PLAIN = re.compile(r"\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
 _DIGIT_RUN = re.compile(r"\d+(?:,\d+)+", re.A)
-_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+", re.A)
+# the thousands grouping, also the lenient reader's (`rewards.equivalence.normalize`)
+THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+", re.A)
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])"
                       r"|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
 _TEXTCMD = re.compile(r"\\(?:text|textrm|mathrm|textbf|mathbf|mbox|textnormal)\s*\{([^{}\\]{0,80})\}")
@@ -62,7 +63,7 @@ def tokens(s: str) -> list[Tok]:
         raise Unrecognized(f"answer longer than {MAX_LEN} characters")
     # one convention per answer: if any comma between digits cannot be a thousands separator
     # (`27,54,108,135`), none is - the answer is a list
-    lists = any(not _THOUSANDS.fullmatch(m.group()) for m in _DIGIT_RUN.finditer(s))
+    lists = any(not THOUSANDS.fullmatch(m.group()) for m in _DIGIT_RUN.finditer(s))
     out: list[Tok] = []
     i, space, n = 0, False, len(s)
     while i < n:
