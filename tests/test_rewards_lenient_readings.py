@@ -109,3 +109,30 @@ def test_the_unit_after_a_value_is_read_with_it():
     assert extract_answer("The answer is 0,111.") == "0,111"  # no thousands comma to drop
     assert extract_answer("#### 1,234") == "1234"
 
+
+EQUIVALENCES = [  # decided by exact arithmetic in the closed grammar, no sympy call
+    ("0.\\overline{3}", "\\frac13"), ("0.1\\overline{6}", "\\frac16"), ("0.\\overline{36}", "\\frac{4}{11}"),
+    ("\\log_2 8", "3"), ("\\log_{2} 8", "3"), ("\\log_8 2", "\\frac13"), ("\\log_4 \\frac12", "-\\frac12"),
+    ("\\frac{\\ln 8}{\\ln 2}", "3"), ("\\frac{\\log 8}{\\log 2}", "\\log_2 8"), ("\\log_3 9", "\\frac{\\ln 9}{\\ln 3}"),
+    ("\\emptyset", "\\varnothing"), ("\\{\\}", "\\emptyset"),
+]
+
+
+@pytest.mark.parametrize("pred,gold", EQUIVALENCES)
+def test_equivalences_are_exact_and_need_no_symbolic_worker(pred, gold, monkeypatch):
+    import rewards.equivalence.equiv as equiv
+
+    monkeypatch.setattr(equiv, "get_pool", lambda: pytest.fail("reached the symbolic worker"))
+    assert is_equiv(pred, gold) and is_equiv(gold, pred)
+
+
+@pytest.mark.parametrize("pred,gold", EQUIVALENCES)
+@pytest.mark.parametrize("policy", ["lenient", "strict"])
+def test_both_policies_pay_the_equivalences(pred, gold, policy):
+    assert check(f"So $\\boxed{{{pred}}}$.", gold, policy=policy).score == 1.0
+
+
+@pytest.mark.parametrize("pred,gold", [("\\log_2 8", "4"), ("\\log_2 6", "3"), ("\\frac{\\ln 8}{\\ln 3}", "3"),
+                                       ("\\log_2 8", "\\log_3 8")])
+def test_logarithms_that_differ_are_not_equal(pred, gold):
+    assert not is_equiv(pred, gold) and not is_equiv(gold, pred)

@@ -20,7 +20,10 @@ Order of work, the same for both arguments (so the verdict never depends on thei
    that uses the same operations: `\\max(17, 18)` is not the answer 18, it picks among candidates.
 4. Answers that evaluate to clearly different values are rejected by a small numeric evaluator
    (`rewards.equivalence.numeric`, a proof by evaluation at generic points).
-5. Only what is left (radicals, pi, algebra, matrices, equations that may be equal) goes to
+5. Two values the closed grammar reads completely and finds equal by exact arithmetic alone
+   (`0.\\overline{3}` and `\\frac13`, `\\log_2 8` and 3, `\\emptyset` and `\\varnothing`:
+   `rewards.equivalence.grammar.compare.second_reading(exact=True)`) are equal without sympy.
+6. Only what is left (radicals, pi, algebra, matrices, equations that may be equal) goes to
    math-verify/sympy in a killable worker process (`rewards.equivalence.symbolic`) under a hard wall-clock
    timeout; it must hold in both directions.
 
@@ -165,6 +168,10 @@ def _compare(a: str, b: str, deadline: float) -> str:
         return PARSE_ERROR  # too long for any real answer: not worth a sympy run
     if any(m in a or m in b for m in _CODE_MARKERS) or _power_tower(a) or _power_tower(b):
         return PARSE_ERROR
+    from rewards.equivalence.grammar.compare import second_reading
+
+    if second_reading(a, b, deadline, exact=True) == EQUAL:
+        return EQUAL  # exact in the closed grammar, no sympy needed: 0.\overline{3}, \log_2 8, \emptyset
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return TIMEOUT

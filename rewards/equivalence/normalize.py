@@ -85,6 +85,8 @@ _COMMA_NUMBER = re.compile(r"^([-+]?\d+),(\d+)$", re.A)
 _DECIMAL = re.compile(r"^[-+]?\d*\.\d+$", re.A)
 _MIXED_SPACE = re.compile(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])")
 _JUXTAPOSED = re.compile(r"(?<=[\d}])\s+(?=\d)")
+# "\log_2 8", "\log_{2} 8": the number after a logarithm's base is its argument, not a factor
+_LOG_BASE = re.compile(r"\\log_(?:\{([^{}]*)\}|(\w))\s*(\d+(?:\.\d+)?)")
 _DEGREE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?|\{[^{}]*\})\s*\^\s*\\circ")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot|arc)")
 _CHOICE = re.compile(r"^(?:\(?([A-Z])\)?|\(([a-e])\))$")
@@ -170,6 +172,7 @@ def _item(s: str, intervals: bool = True) -> str:
     s = _MIXED_SPACE.sub(r"\1\\frac{\2}{\3}", s)  # "1 1/2" is one and a half, not 11/2
     if _SPLIT_NUMBER.search(s):
         return ""  # "2 9", "2\\,9": neither a product nor one number (module docstring)
+    s = _LOG_BASE.sub(r"\\log_{\1\2}{\3}", s)
     if "\\begin" not in s and "&" not in s:
         s = _JUXTAPOSED.sub(r"\\cdot ", s)  # "2^6 3^5" is a product
     if s.count("\\text{") == 1 and s.startswith("\\text{") and s.endswith("}"):
