@@ -136,3 +136,9 @@ def test_both_policies_pay_the_equivalences(pred, gold, policy):
                                        ("\\log_2 8", "\\log_3 8")])
 def test_logarithms_that_differ_are_not_equal(pred, gold):
     assert not is_equiv(pred, gold) and not is_equiv(gold, pred)
+
+
+@pytest.mark.parametrize("policy", ["lenient", "strict"])
+def test_both_policies_read_a_semicolon_list(policy):
+    assert check("So $\\boxed{1; 2}$.", "2, 1", policy=policy).score == 1.0
+    assert check("So $\\boxed{17; 18}$.", "18", policy=policy).score == 0.0

@@ -6,8 +6,9 @@ separator, an unknown macro all stop the reading.
 Number conventions (written down once): ASCII digits only; `.` is the decimal point; a comma
 is a thousands separator only between a first group of 1-3 digits that does not start with 0
 and groups of exactly three digits (`1,000`, `12,345.5`; also `14{,}916` and `5,\\!460`);
-every other comma separates list items (`1,8`, `0,5`). A number does not start with 0 unless
-it is 0 or a decimal below 1 (`007` is unparsed). `0.\\overline{3}` is a repeating decimal.
+every other comma separates list items (`1,8`, `0,5`), and so does a semicolon (`1; 2`). A
+number does not start with 0 unless it is 0 or a decimal below 1 (`007` is unparsed).
+`0.\\overline{3}` is a repeating decimal.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def tokens(s: str) -> list[Tok]:
             i += 1
             space = False
             continue
-        elif c in _OPS:
-            out.append(Tok("op", c, space))
+        elif c in _OPS or c == ";":  # a semicolon separates list items like a comma (`1; 2`)
+            out.append(Tok("op", "," if c == ";" else c, space))
             i += 1
             space = False
             continue
