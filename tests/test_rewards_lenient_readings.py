@@ -142,3 +142,14 @@ def test_logarithms_that_differ_are_not_equal(pred, gold):
 def test_both_policies_read_a_semicolon_list(policy):
     assert check("So $\\boxed{1; 2}$.", "2, 1", policy=policy).score == 1.0
     assert check("So $\\boxed{17; 18}$.", "18", policy=policy).score == 0.0
+
+
+@pytest.mark.parametrize("word", ["thousands", "hundreds", "halves", "dozens", "millions"])
+def test_a_plural_multiplier_is_no_unit_to_drop(word):
+    """Each paid 1.0 before: the singular stopped the unit rule, its plural did not."""
+    assert lenient(f"So $\\boxed{{18 \\text{{ {word}}}}}$.", "18").score == 0.0
+
+
+@pytest.mark.parametrize("word", ["apples", "days", "glasses", "inches", "pairs"])
+def test_a_plural_noun_is_still_a_unit(word):
+    assert is_equiv(f"18 \\text{{ {word}}}", "18")

@@ -261,7 +261,7 @@ def _strip_unit(s: str) -> str:
     if (not words or len(words) > 4 or not re.search(r"\d", value)
             or re.search(r"(?:^|[^\\A-Za-z])[A-Za-z]{2,}$", value)):
         return s
-    if {w.lower() for w in words} & _UNIT_STOP or re.fullmatch(r"[ap]\.?\s*m\.?", " ".join(words).lower()):
+    if {_singular(w.lower()) for w in words} & _UNIT_STOP or re.fullmatch(r"[ap]\.?\s*m\.?", " ".join(words).lower()):
         return s
     if not _unit_form(unit, words):
         return s
@@ -269,6 +269,14 @@ def _strip_unit(s: str) -> str:
         if not re.fullmatch(r"(?:\s*(?:\\text\{[^{}]*\}|[A-Za-z.]+|\^\{?-?\d\}?|/))+", unit):
             return s
     return value
+
+
+def _singular(w: str) -> str:
+    """The word a plural names ("thousands", "halves", "dozens"), so that a word that changes the
+    value stops a unit in every number: "18 thousands" is no more 18 than "18 thousand"."""
+    if w.endswith("ves"):
+        return w[:-3] + "f"
+    return w[:-1] if w.endswith("s") and not w.endswith("ss") else w
 
 
 def _unit_form(unit: str, words: list[str]) -> bool:
