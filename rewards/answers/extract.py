@@ -16,6 +16,7 @@ import re
 
 from rewards.answers.span import Reading
 from rewards.answers.statements import final_reading, reference_answer
+from rewards.equivalence.grammar.lexer import THOUSANDS
 
 __all__ = ["STYLES", "extract_answer", "read_final", "reference_answer"]
 
@@ -23,7 +24,7 @@ STYLES = ("auto", "gsm8k", "math")
 
 # chat-template end-of-turn tokens (ChatML, Llama 3, GPT-2/Qwen, SentencePiece, Gemma, Phi)
 END_OF_TURN = re.compile(r"<\|(?:im_end|endoftext|eot_id|eom_id|end_of_text|end)\|>|</s>|<end_of_turn>")
-_PLAIN_NUMBER = re.compile(r"^[$€£]?(-?)[$€£]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\.?$")
+_PLAIN_NUMBER = re.compile(r"^[$€£]?(-?)[$€£]?(" + THOUSANDS.pattern + r"|\d+)(\.\d+)?\.?$", re.A)
 
 
 def read_final(text: str, style: str = "auto") -> Reading:

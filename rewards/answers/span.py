@@ -11,11 +11,15 @@ form a *run*; runs joined only by `,` / `;` / "and" / "or" form a *group*, which
 apples because ..."), `first=False` the last (a concluding sentence: "So she has 12 apples.").
 Words that change the meaning make the span state no single answer (`HEDGED`): a negation or
 comparison right before the answer ("is not 18", "at least 18"), a hedge anywhere in the
-sentence ("maybe", "could", "probably"), alternatives or conditions after it ("18 or 17",
+sentence ("maybe", "could", "probably"; "could" alone is no hedge in a sentence that states one
+value as the answer: "The final answer could be 18."), alternatives or conditions after it ("18 or 17",
 "18 (or 17 if ...)", "18 or more", "18?"), a parenthesised remark or an adverb after it
 ("18 (approximately)", "18 roughly"; a parenthesis that starts with a reason word is a reason,
 not a remark). The word "percent" right after the value is its percent sign ("28 percent" is
-`28\\%`). Linear-time regex tokenising of a capped span.
+`28\\%`), and a listed unit right after it (`rewards.equivalence.grammar.units`; not "in", a
+preposition far more often than inches: "18 in total") stays with it, so that it is compared
+with the gold's unit ("18 dollars" is not 18 cents). Linear-time regex tokenising of a capped
+span.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rewards.equivalence.grammar.units import unit_name
 from rewards.equivalence.words import AFTER_BAD, COMPARISON, HEDGES, NEGATION
 
 
@@ -185,7 +190,10 @@ def read_span(span: str, first: bool = True) -> Reading:
     if not groups:
         return Reading(None)
     group = groups[0] if first else groups[-1]
-    if set(_words(toks)) & HEDGES:
+    hedges = set(_words(toks)) & HEDGES
+    if hedges == {"could"} and len(group) == 1 and "answer" in _words(toks):
+        hedges = set()  # "The final answer could be 18.": one value, stated as the answer
+    if hedges:
         return Reading(None, HEDGED)
     if _negated_before(toks, runs, group[0].start):
         return Reading(None, HEDGED)
@@ -195,6 +203,10 @@ def read_span(span: str, first: bool = True) -> Reading:
     if k is not None and after[k][0] == "word" and after[k][1].lower() == "percent" and \
             not parts[-1].rstrip().endswith("%"):
         parts[-1] += "\\%"  # "28 percent" is the answer 28%, not 28 followed by a word
+        after = after[k + 1:]
+    elif k is not None and after[k][0] == "word" and after[k][1].lower() != "in" and \
+            unit_name(after[k][1], False) is not None:
+        parts[-1] += " " + after[k][1]  # "18 dollars": the unit is compared with the gold's
         after = after[k + 1:]
     if _bad_after(after, first, [r.text for r in runs if r.start >= group[-1].end], parts):
         return Reading(None, HEDGED)

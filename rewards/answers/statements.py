@@ -175,7 +175,7 @@ def _box_reading(text: str, group) -> Reading:
         return Reading(None)
     before = text[max(0, group[0].start - _BOX_CONTEXT): group[0].start]
     after = text[group[-1].end: group[-1].end + _BOX_CONTEXT]
-    if _BEFORE_BOX.search(before) or _AFTER_BOX.match(after):
+    if (_BEFORE_BOX.search(before) and not _ANSWER_COULD_BE.search(before)) or _AFTER_BOX.match(after):
         return Reading(None, HEDGED)
     return Reading(answer)
 
@@ -185,6 +185,8 @@ def _box_reading(text: str, group) -> Reading:
 _BEFORE_BOX = re.compile(
     r"(?:\b(?:not|never|maybe|perhaps|possibly|probably)|n't|\b(?:could|might|may)\s+be)"
     r"(?:\s+(?:be|equal\s+to|equals?))?[\s$=(\\\[]*$", re.I)
+# "The final answer could be $\boxed{18}$": a modal in the answer's own sentence, not a doubt
+_ANSWER_COULD_BE = re.compile(r"\banswer\b[^.!?\n]{0,40}\bcould\s+be[\s$=(\\\[]*$", re.I)
 _VERDICT = r"(?:the\s+|an?\s+|my\s+|our\s+)?(?:(?:correct|right|final|true|valid)\s*)?(?:answer|solution|result)?"
 _MARKER_HEDGE = re.compile(
     r"\b(?:maybe|perhaps|possibly|probably|not|never|if|unless|whether|suppose|guess)\b|n't\b", re.I)

@@ -1,7 +1,11 @@
 """`is_equiv`: are two final answers the same mathematical object? Fast exact path, then symbolic.
 
 Order of work, the same for both arguments (so the verdict never depends on their order):
-1. Each answer is cleaned and split into list items and equation chains (`rewards.equivalence.forms`). A
+1. Each answer is cleaned (`rewards.equivalence.normalize`: a character no answer is written
+   with - a digit other than 0-9, a combining mark, a zero-width space - is never read as
+   what it looks like, so `1８` equals only `1８`; two different listed units never match, `18
+   dollars` is not `18 \\text{ cents}`; `0,111` is 0.111 against a decimal gold) and split into
+   list items and equation chains (`rewards.equivalence.forms`). A
    left-hand side that only names the quantity is dropped (`x = 5`, `f(x) = 2x+3`, `|AB| = 1`,
    `(p,q) = (3,2)` are 5, 2x+3, 1, (3,2)). In a chain `a = b = c` every link is a claim that must
    hold; the answer is the last part (`\\frac{28}{4} = 7` is 7, `1^\\circ = 2 = 7` equals nothing).
@@ -16,7 +20,10 @@ Order of work, the same for both arguments (so the verdict never depends on thei
    that uses the same operations: `\\max(17, 18)` is not the answer 18, it picks among candidates.
 4. Answers that evaluate to clearly different values are rejected by a small numeric evaluator
    (`rewards.equivalence.numeric`, a proof by evaluation at generic points).
-5. Only what is left (radicals, pi, algebra, matrices, equations that may be equal) goes to
+5. Two values the closed grammar reads completely and finds equal by exact arithmetic alone
+   (`0.\\overline{3}` and `\\frac13`, `\\log_2 8` and 3, `\\emptyset` and `\\varnothing`:
+   `rewards.equivalence.grammar.compare.second_reading(exact=True)`) are equal without sympy.
+6. Only what is left (radicals, pi, algebra, matrices, equations that may be equal) goes to
    math-verify/sympy in a killable worker process (`rewards.equivalence.symbolic`) under a hard wall-clock
    timeout; it must hold in both directions.
 
@@ -34,7 +41,8 @@ import time
 from dataclasses import dataclass, field
 
 from rewards.equivalence.forms import is_closed, is_name, split_chain
-from rewards.equivalence.normalize import MAX_FAST_LEN, clean, fast_equiv, normalize, split_top
+from rewards.equivalence.normalize import (MAX_FAST_LEN, clean, decimal_comma, fast_equiv, foreign_characters,
+                                           normalize, split_top, units_differ)
 from rewards.equivalence.numeric import clearly_different
 from rewards.equivalence.symbolic import EQUAL, NOT_EQUAL, PARSE_ERROR, TIMEOUT, get_pool
 from rewards.equivalence.vocabulary import foreign
@@ -70,11 +78,16 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
         if pred is None or gold is None:
             return PARSE_ERROR
         deadline = time.monotonic() + timeout
-        if clean(str(pred)) == clean(str(gold)):
+        cp, cg = clean(str(pred)), clean(str(gold))
+        if cp == cg:
             return EQUAL  # the same answer written the same way
         if foreign(str(pred)) != foreign(str(gold)):
             return NOT_EQUAL  # an operation left undone that the gold does not use (module doc, 3)
-        a, b = _resolve(str(pred)), _resolve(str(gold))
+        if foreign_characters(cp) or foreign_characters(cg):
+            return NOT_EQUAL  # `1８` is not 18: only the same characters equal it (module doc, 1)
+        if units_differ(cp, cg):
+            return NOT_EQUAL  # 18 dollars is not 18 cents, 18 hours not 18 minutes
+        a, b = _resolve(decimal_comma(cp, cg)), _resolve(decimal_comma(cg, cp))
         if a is None or b is None:
             return PARSE_ERROR
         claims = a.claims + b.claims
@@ -155,6 +168,10 @@ def _compare(a: str, b: str, deadline: float) -> str:
         return PARSE_ERROR  # too long for any real answer: not worth a sympy run
     if any(m in a or m in b for m in _CODE_MARKERS) or _power_tower(a) or _power_tower(b):
         return PARSE_ERROR
+    from rewards.equivalence.grammar.compare import second_reading
+
+    if second_reading(a, b, deadline, exact=True) == EQUAL:
+        return EQUAL  # exact in the closed grammar, no sympy needed: 0.\overline{3}, \log_2 8, \emptyset
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return TIMEOUT

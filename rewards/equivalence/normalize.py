@@ -2,7 +2,9 @@
 
 `clean(s)` does what is safe on a whole answer, lists and equations alike: no `$`/`\\(`,
 spacing macros, `\\left`/`\\right`, `\\dfrac`, look-alike unicode operators, `{,}` and `,\\!`
-thousands marks, "and"/"or" between items written as commas. `normalize(s)` then brings each
+thousands marks, "and"/"or"/";" between items written as commas. What no answer is written
+with (`foreign_characters`: a digit other than 0-9, a combining mark, a zero-width character)
+is never mapped to what it looks like: `1８` is not 18. `normalize(s)` then brings each
 comma-separated item to a canonical form:
 - a trailing unit (`7\\text{ cm}^2`, `12 apples`) is dropped, but only when no word in it
   changes the meaning (`18 \\text{ or more}`, `18 minus one` keep their words and so never
@@ -11,9 +13,15 @@ comma-separated item to a canonical form:
 - a trailing `\\%` or degree sign on the whole value is dropped (`50\\%` == 50, `30^\\circ` ==
   30); anywhere else a degree is the angle it names (`\\sin 30^\\circ` == 1/2, `\\sin(90^\\circ-x)`
   != `\\sin(90-x)`) and a `\\%` stays (`1\\%8` is not 18);
-- `1 1/2` is the mixed number 3/2, `1 000` one thousand, `2^6 3^5` a product;
+- `1 1/2` is the mixed number 3/2, `1 000` one thousand, `2^6 3^5` a product; two plain
+  numbers side by side are no number (`2 9`, `2\\,9` are not 18: digit groups split by spacing
+  are one number only as a thousands grouping, the strict grammar's `THOUSANDS`, so `0,018` is
+  the list 0, 18 and `0 018` nothing);
 - inequalities of one variable become intervals (`-2\\le x\\le 7` == `[-2,7]`), `x\\in I` is I,
   clock times become "H:MM" (24-hour when a.m./p.m. is given).
+`decimal_comma(s, other)` reads `0,111` as 0.111 when the other answer is a decimal number and
+the comma cannot be a thousands separator; `units_differ(a, b)`: two different listed units
+never match (`18 dollars` is not `18 \\text{ cents}`).
 `fast_equiv(a, b)` decides the common cases exactly without sympy: equal strings, numbers
 (integers, decimals, fractions, mixed numbers, scientific notation, infinity) compared as
 `fractions.Fraction`, and lists / tuples / intervals / sets of such numbers. It returns None
@@ -24,9 +32,11 @@ regexes: linear-time on hostile input, no `eval`, nothing that can hang.
 from __future__ import annotations
 
 import re
+import unicodedata
 from fractions import Fraction
 
 from rewards.equivalence.forms import clock_time, inequality_interval, is_name, split_top
+from rewards.equivalence.grammar.lexer import THOUSANDS
 from rewards.equivalence.grammar.units import unit_name
 from rewards.equivalence.words import AFTER_BAD, COMPARISON
 
@@ -48,8 +58,7 @@ _REPLACE = (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
             ("\\neq", "\\ne"), ("−", "-"), ("–", "-"), ("×", "\\times "), ("÷", "\\div "), ("·", "\\cdot "),
             ("≤", "\\leq "), ("≥", "\\geq "), ("≠", "\\ne "), ("π", "\\pi "), ("√", "\\sqrt"),
             ("²", "^2"), ("³", "^3"), ("\\lbrace", "\\{"), ("\\rbrace", "\\}"), ("\\lvert", "|"),
-            ("\\rvert", "|"), ("\\vert", "|"), ("\\%", "%"))
-_FULLWIDTH = str.maketrans({chr(0xFF10 + k): str(k) for k in range(10)})
+            ("\\rvert", "|"), ("\\vert", "|"), ("\\%", "%"), (";", ","))
 _TEXT_JOINER = re.compile(r"\\text\{\s*,?\s*(?:and|or|,)\s*,?\s*\}")
 _BARE_JOINER = re.compile(r"(?<!\s)\s+(?:and|or)\s+|,\s*(?:and|or)\s+")
 # (no pattern here starts with an unanchored \s*: on a run of spaces that is quadratic)
@@ -68,10 +77,16 @@ _THIN_THOUSANDS = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))")
 _BASE_DIGITS = re.compile(r"^(-?(?=[0-9A-Z]*\d)[0-9A-Z]+(?:\.[0-9A-Z]+)?)_\{?(\d{1,2})\}?$")
 _BACKSLASH_DIGIT = re.compile(r"(?<!\\)\\(?=\d)")  # "\15" (a dropped "$" of "\$15") is 15
 _LHS_IN = re.compile(r"^(?:[A-Za-z]|\\[a-z]+)(?:_\{?\w+\}?)?\\in(?![A-Za-z])")
-_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_SPACE_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_THOUSANDS = re.compile(r"^[-+]?(?:" + THOUSANDS.pattern + r")(?:\.\d+)?$", re.A)
+_SPACE_THOUSANDS = re.compile(r"^[-+]?(?:" + THOUSANDS.pattern.replace("(?:,", "(?: ") + r")(?:\.\d+)?$", re.A)
+# a plain number (not an exponent or subscript) then spacing then a digit: "2 9", "12 34"
+_SPLIT_NUMBER = re.compile(r"(?<![\d.^_])\d+(?:\.\d+)?\s+\.?\d", re.A)
+_COMMA_NUMBER = re.compile(r"^([-+]?\d+),(\d+)$", re.A)
+_DECIMAL = re.compile(r"^[-+]?\d*\.\d+$", re.A)
 _MIXED_SPACE = re.compile(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])")
 _JUXTAPOSED = re.compile(r"(?<=[\d}])\s+(?=\d)")
+# "\log_2 8", "\log_{2} 8": the number after a logarithm's base is its argument, not a factor
+_LOG_BASE = re.compile(r"\\log_(?:\{([^{}]*)\}|(\w))\s*(\d+(?:\.\d+)?)")
 _DEGREE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?|\{[^{}]*\})\s*\^\s*\\circ")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot|arc)")
 _CHOICE = re.compile(r"^(?:\(?([A-Z])\)?|\(([a-e])\))$")
@@ -95,7 +110,7 @@ _INF = {"\\infty": "inf", "+\\infty": "inf", "-\\infty": "-inf", "oo": "inf", "-
 
 def clean(s: str) -> str:
     """Light cleaning that is safe on whole answers, lists and equations (module docstring)."""
-    s = _CONTROL.sub(" ", str(s)).translate(_FULLWIDTH).replace("\\$", "").strip()
+    s = _CONTROL.sub(" ", str(s)).replace("\\$", "").strip()
     s = _strip_math_delims(s)
     s = _THIN_THOUSANDS.sub(",", s)  # "11,\! 111" is one number
     for tok in _DROP:
@@ -139,6 +154,8 @@ def normalize(s: str) -> str:
     items = split_top(s)
     if len(items) > 1 and all(p.strip() for p in items):
         done = [_item(p) for p in items]
+        if not all(done):
+            return ""  # an item that is no value leaves the list unread
         if all(inequality_interval(_item(p, intervals=False)) for p in items):
             return "\\cup".join(done)  # "x < 2 or x > 3" is the union of the two intervals
         return ",".join(done)
@@ -153,6 +170,9 @@ def _item(s: str, intervals: bool = True) -> str:
     if _SPACE_THOUSANDS.match(s):
         s = s.replace(" ", "")
     s = _MIXED_SPACE.sub(r"\1\\frac{\2}{\3}", s)  # "1 1/2" is one and a half, not 11/2
+    if _SPLIT_NUMBER.search(s):
+        return ""  # "2 9", "2\\,9": neither a product nor one number (module docstring)
+    s = _LOG_BASE.sub(r"\\log_{\1\2}{\3}", s)
     if "\\begin" not in s and "&" not in s:
         s = _JUXTAPOSED.sub(r"\\cdot ", s)  # "2^6 3^5" is a product
     if s.count("\\text{") == 1 and s.startswith("\\text{") and s.endswith("}"):
@@ -181,6 +201,47 @@ def _item(s: str, intervals: bool = True) -> str:
     return s
 
 
+def foreign_characters(s: str) -> bool:
+    """Does `s` hold a character no answer is written with, after `clean` mapped the look-alike
+    operators (`−`, `×`, `²`)? A digit other than 0-9 (fullwidth `８`, other scripts, the
+    super- and subscript digits, vulgar fractions), a combining mark (U+0301), or a format
+    character (a zero-width space or joiner): such an answer equals only itself, written alike."""
+    return not s.isascii() and any(
+        not c.isascii() and (unicodedata.category(c)[0] in "NM" or unicodedata.category(c) == "Cf") for c in s)
+
+
+def decimal_comma(s: str, other: str) -> str:
+    """`s` (cleaned) with a decimal comma read as a point, where the other answer (cleaned) is a
+    decimal number and the comma cannot be a thousands separator: `0,111` and `3,14` are 0.111
+    and 3.14 against `0.111` and `3.14`, `1,800` stays one thousand eight hundred. Anywhere
+    else a comma between digits separates list items (`0,1` is the list of MATH golds)."""
+    m = _COMMA_NUMBER.match(s)
+    if m is None or _THOUSANDS.match(s) or not _DECIMAL.match(other):
+        return s
+    return m.group(1) + "." + m.group(2)
+
+
+def trailing_unit(s: str) -> str | None:
+    """The listed unit (`rewards.equivalence.grammar.units`, canonical name) that ends the value
+    `s` (cleaned), or None: `18 dollars` is "dollar", `7\\text{ cm}^2` "centimeter^2"."""
+    m = _UNIT_TAIL.search(s[-80:])
+    if m is None or not re.search(r"\d", s[: len(s) - len(m.group())]):
+        return None
+    unit = re.sub(r"\s*\^\s*", "^", _TEXT.sub(r" \1 ", m.group())).strip(" ./")
+    return unit_name(unit, True) if unit else None
+
+
+def units_differ(a: str, b: str) -> bool:
+    """Do two cleaned answers end in different listed units? Compared by the unit named, not
+    its power (`5 cm` for `5\\text{ cm}^2` is a sloppy right answer, `18 hours` for `18 minutes`
+    a wrong one); the generic "units" names none, and a unit on one side only is allowed."""
+    ua, ub = trailing_unit(a), trailing_unit(b)
+    if ua is None or ub is None:
+        return False
+    ua, ub = ua.split("^")[0], ub.split("^")[0]
+    return "unit" not in (ua, ub) and ua != ub
+
+
 def _strip_math_delims(s: str) -> str:
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if s.startswith(left) and s.endswith(right) and len(s) >= len(left) + len(right):
@@ -200,7 +261,7 @@ def _strip_unit(s: str) -> str:
     if (not words or len(words) > 4 or not re.search(r"\d", value)
             or re.search(r"(?:^|[^\\A-Za-z])[A-Za-z]{2,}$", value)):
         return s
-    if {w.lower() for w in words} & _UNIT_STOP or re.fullmatch(r"[ap]\.?\s*m\.?", " ".join(words).lower()):
+    if {_singular(w.lower()) for w in words} & _UNIT_STOP or re.fullmatch(r"[ap]\.?\s*m\.?", " ".join(words).lower()):
         return s
     if not _unit_form(unit, words):
         return s
@@ -208,6 +269,14 @@ def _strip_unit(s: str) -> str:
         if not re.fullmatch(r"(?:\s*(?:\\text\{[^{}]*\}|[A-Za-z.]+|\^\{?-?\d\}?|/))+", unit):
             return s
     return value
+
+
+def _singular(w: str) -> str:
+    """The word a plural names ("thousands", "halves", "dozens"), so that a word that changes the
+    value stops a unit in every number: "18 thousands" is no more 18 than "18 thousand"."""
+    if w.endswith("ves"):
+        return w[:-3] + "f"
+    return w[:-1] if w.endswith("s") and not w.endswith("ss") else w
 
 
 def _unit_form(unit: str, words: list[str]) -> bool:

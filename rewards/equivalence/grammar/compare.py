@@ -20,7 +20,9 @@ Shapes first, values second:
   marked gold (`50` for `50\\%`, `30` for `30^\\circ`: the question asked for the quantity in
   that measure). Two statements of one completion (mode "same") must carry the same marks; the
   lenient reader's second reading (mode "loose") keeps the MATH convention of dropping them.
-- Values: exact `Fraction` arithmetic when both sides are rational; otherwise both are printed
+- Values: exact `Fraction` arithmetic when both sides are rational (logarithms of rationals
+  included where the result is rational: `\\log_2 8` is 3, `\\frac{\\ln 8}{\\ln 2}` and
+  `\\frac{\\log 8}{\\log 2}` are `\\log_2 8` by change of base); otherwise both are printed
   as plain LaTeX (no words, nothing dropped) and decided by `rewards.equivalence.equiv.equiv_status`
   (numeric rejection, then sympy in the killable worker) with what is left of the deadline.
 Every comparison checks the deadline first; the work is linear in the number of items times
@@ -39,10 +41,15 @@ from rewards.equivalence.symbolic import EQUAL, NOT_EQUAL, TIMEOUT
 MAX_ITEMS = 50
 Marks = Literal["gold", "same", "loose"]
 _MARKS: contextvars.ContextVar[str] = contextvars.ContextVar("grammar_marks", default="gold")
+_EXACT: contextvars.ContextVar[bool] = contextvars.ContextVar("grammar_exact", default=False)
 
 
 class Timeout(Exception):
     """The completion's deadline passed."""
+
+
+class _Undecided(Exception):
+    """An exact-only comparison met values that need the symbolic path."""
 
 
 def _check(deadline: float) -> None:
@@ -234,6 +241,8 @@ def _value(a, b, deadline) -> bool:
     ra, rb = rational(a), rational(b)
     if ra is not None and rb is not None:
         return ra == rb
+    if _EXACT.get():
+        raise _Undecided
     from rewards.equivalence.equiv import equiv_status  # the value path of the lenient reader, on clean LaTeX
 
     remaining = deadline - time.monotonic()
@@ -307,6 +316,7 @@ def _multiset(xs, ys, deadline) -> bool:
 
 _MAX_EXP = 64
 _MAX_DIGITS = 200
+_MAX_LOG_BITS = 200  # exact logarithms of numbers up to about 60 digits
 
 
 def rational(n) -> Fraction | None:
@@ -333,6 +343,8 @@ def _rat(n) -> Fraction | None:
             acc = acc + v if k == "add" else acc * v
         return acc
     if k == "div":
+        if _log_arg(n[1]) is not None and _log_arg(n[2]) is not None and n[1][:2] == n[2][:2]:
+            return _log_rational(_log_arg(n[1]), _log_arg(n[2]))  # change of base: ln 8 / ln 2 = log_2 8
         a, b = _rat(n[1]), _rat(n[2])
         return None if a is None or b is None or b == 0 else a / b
     if k == "pow":
@@ -345,7 +357,50 @@ def _rat(n) -> Fraction | None:
     if k in ("pct", "deg"):
         v = _rat(n[1])
         return None if v is None else (v / 100 if k == "pct" else None)
+    if k == "log" and n[1] is not None:
+        return _log_rational(n[2], n[1])
     return None
+
+
+def _log_arg(n):
+    """The argument of a logarithm whose base cancels in a quotient (`\\ln x`, `\\log x`), else None."""
+    if n[0] == "func" and n[1] == "ln" or n[0] == "log" and n[1] is None:
+        return n[2]
+    return None
+
+
+def _log_rational(arg, base) -> Fraction | None:
+    """log_base(arg) when it is rational: arg = c^p and base = c^q for one rational c
+    (`\\log_2 8` = 3, `\\log_8 2` = 1/3, `\\log_4 \\frac12` = -1/2), else None."""
+    a, b = _rat(arg), _rat(base)
+    if a is None or b is None or a <= 0 or b <= 0 or b == 1:
+        return None
+    if a == 1:
+        return Fraction(0)
+    if max(a.numerator, a.denominator, b.numerator, b.denominator).bit_length() > _MAX_LOG_BITS:
+        return None
+    (ra, ma), (rb, mb) = _perfect_power(a), _perfect_power(b)
+    if ra == rb:
+        return Fraction(ma, mb)
+    if ra == 1 / rb:
+        return Fraction(-ma, mb)
+    return None
+
+
+def _perfect_power(v: Fraction) -> tuple[Fraction, int]:
+    """(r, m) with v = r^m and m as large as possible (r is then no perfect power)."""
+    n, d = v.numerator, v.denominator
+    for m in range(max(n.bit_length(), d.bit_length()), 1, -1):
+        rn, rd = _int_root(n, m), _int_root(d, m)
+        if rn is not None and rd is not None:
+            return Fraction(rn, rd), m
+    return v, 1
+
+
+def _int_root(x: int, m: int) -> int | None:
+    """The exact integer m-th root of x >= 1, or None."""
+    guess = round(x ** (1.0 / m))
+    return next((r for r in (guess - 1, guess, guess + 1) if r >= 1 and r ** m == x), None)
 
 
 # -- printing for the symbolic path --
@@ -432,19 +487,22 @@ def _print_other(n) -> str:
 _INSIDE = contextvars.ContextVar("grammar_second_reading", default=False)
 
 
-def second_reading(pred: str, gold: str, deadline: float, only_equations: bool = False) -> str | None:
+def second_reading(pred: str, gold: str, deadline: float, only_equations: bool = False,
+                   exact: bool = False) -> str | None:
     """The grammar's verdict (EQUAL / NOT_EQUAL) when both answers parse completely in it (forms
     the lenient normaliser misses: `0.\\overline{3}`, `\\log_2 8`, `\\emptyset` vs `\\varnothing`;
     equations it reads as values), else None (the lenient verdict stands). Never re-entered from
     inside itself (its own value path calls the lenient one). `only_equations`: decide only when
     both are equations (`x = 2x + 3` against `y = 2x + 3`; a named value against a bare one,
-    `E(2020,1993) = 76` against `76`, keeps the lenient verdict)."""
+    `E(2020,1993) = 76` against `76`, keeps the lenient verdict). `exact`: decide only by exact
+    arithmetic (None where a value needs the symbolic path), which is cheap enough to try before
+    the lenient path's sympy call."""
     if _INSIDE.get():
         return None
     from rewards.equivalence.grammar.lexer import Unrecognized
     from rewards.equivalence.grammar.parser import parse_answer
 
-    token = _INSIDE.set(True)
+    token, exact_token = _INSIDE.set(True), _EXACT.set(exact)
     try:
         try:
             p, g = parse_answer(pred), parse_answer(gold)
@@ -452,10 +510,14 @@ def second_reading(pred: str, gold: str, deadline: float, only_equations: bool =
             return None
         if only_equations and not (p[0] == g[0] == "rel" and "=" in p[1] and "=" in g[1]):
             return None
-        status = compare(p, g, deadline, marks="loose")
+        try:
+            status = compare(p, g, deadline, marks="loose")
+        except _Undecided:
+            return None
         return status if status in (EQUAL, NOT_EQUAL) else None
     finally:
         _INSIDE.reset(token)
+        _EXACT.reset(exact_token)
 
 
 def printed(n) -> str:

@@ -6,8 +6,9 @@ separator, an unknown macro all stop the reading.
 Number conventions (written down once): ASCII digits only; `.` is the decimal point; a comma
 is a thousands separator only between a first group of 1-3 digits that does not start with 0
 and groups of exactly three digits (`1,000`, `12,345.5`; also `14{,}916` and `5,\\!460`);
-every other comma separates list items (`1,8`, `0,5`). A number does not start with 0 unless
-it is 0 or a decimal below 1 (`007` is unparsed). `0.\\overline{3}` is a repeating decimal.
+every other comma separates list items (`1,8`, `0,5`), and so does a semicolon (`1; 2`). A
+number does not start with 0 unless it is 0 or a decimal below 1 (`007` is unparsed).
+`0.\\overline{3}` is a repeating decimal.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ _NUMBER = re.compile(r"[1-9]\d{0,2}(?:(?:,|\{,\}|,\\!)\d{3}(?![\d]))+(?:\.\d+)?"
                      r"|\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
 _PLAIN = re.compile(r"\d+\.(?=\\overline)|\d+(?:\.\d+)?|\.\d+", re.A)
 _DIGIT_RUN = re.compile(r"\d+(?:,\d+)+", re.A)
-_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+", re.A)
+# the thousands grouping, also the lenient reader's (`rewards.equivalence.normalize`)
+THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+", re.A)
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\s+|\\left(?![A-Za-z])|\\right(?![A-Za-z])"
                       r"|\\[Bb]igg?[lr]?(?![A-Za-z])|\\displaystyle(?![A-Za-z])", re.A)
 _TEXTCMD = re.compile(r"\\(?:text|textrm|mathrm|textbf|mathbf|mbox|textnormal)\s*\{([^{}\\]{0,80})\}")
@@ -62,7 +64,7 @@ def tokens(s: str) -> list[Tok]:
         raise Unrecognized(f"answer longer than {MAX_LEN} characters")
     # one convention per answer: if any comma between digits cannot be a thousands separator
     # (`27,54,108,135`), none is - the answer is a list
-    lists = any(not _THOUSANDS.fullmatch(m.group()) for m in _DIGIT_RUN.finditer(s))
+    lists = any(not THOUSANDS.fullmatch(m.group()) for m in _DIGIT_RUN.finditer(s))
     out: list[Tok] = []
     i, space, n = 0, False, len(s)
     while i < n:
@@ -122,8 +124,8 @@ def tokens(s: str) -> list[Tok]:
             i += 1
             space = False
             continue
-        elif c in _OPS:
-            out.append(Tok("op", c, space))
+        elif c in _OPS or c == ";":  # a semicolon separates list items like a comma (`1; 2`)
+            out.append(Tok("op", "," if c == ";" else c, space))
             i += 1
             space = False
             continue

@@ -38,7 +38,7 @@ _SPELLINGS = {
     "mph": ("mph",),
     "degree": ("degree", "degrees"),
     "unit": ("unit", "units"),
-    "square unit": ("square unit", "square units", "sq unit", "sq units"),
+    "unit^2": ("square unit", "square units", "sq unit", "sq units"),  # the same name as `units^2`
 }
 
 UNITS: dict[str, str] = {s: name for name, spellings in _SPELLINGS.items() for s in spellings}
