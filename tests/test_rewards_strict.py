@@ -177,6 +177,18 @@ def test_unrecognized_names_the_token():
     assert strict("so $\\boxed{18 \\text{ dozen}}$.", "18").reason == "unrecognized: dozen"
 
 
+def test_memoised_parses_give_the_same_verdicts_as_fresh_ones():
+    from rewards.outcome.strict import clear_cache
+
+    cases = [("so $\\boxed{18 \\text{ dozen}}$.", "18"), ("$\\boxed{\\frac{1}{2}}$", "0.5"),
+             ("$\\boxed{0.5}$", "\\frac12"), ("$\\boxed{17}$", "18")]
+    clear_cache()
+    fresh = [strict(t, g) for t, g in cases]
+    for _ in range(2):  # the second and third passes read every answer and gold from the cache
+        assert [strict(t, g) for t, g in cases] == fresh
+    assert [r.score for r in fresh] == [0.0, 1.0, 1.0, 0.0]
+
+
 def test_one_deadline_per_completion_with_1000_or_joined_boxes():
     for policy in ("strict", "lenient"):
         t0 = time.monotonic()

@@ -14,6 +14,7 @@ grammar read of the completion reaches it.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 
 from rewards.equivalence.grammar.compare import EQUAL, TIMEOUT, compare, printed
 from rewards.equivalence.grammar.lexer import Unrecognized
@@ -36,7 +37,7 @@ def strict_check(completion: str, gold: str, timeout: float = 5.0):
             return RewardResult(0.0, None, reason)
         pred_text = ", ".join(final.contents)
         try:
-            items = [parse_answer(c) for c in final.contents]
+            items = [_parsed(c) for c in final.contents]
         except Unrecognized as e:
             return RewardResult(0.0, pred_text, str(e))
         if final.joined_by_or:
@@ -48,7 +49,7 @@ def strict_check(completion: str, gold: str, timeout: float = 5.0):
         pred = items[0] if len(items) == 1 else ("list", tuple(items))
         for other in final.others:
             try:
-                node = parse_answer(other)
+                node = _parsed(other)
             except Unrecognized:
                 return RewardResult(0.0, pred_text, f"{NO_SINGLE}: another statement {other[:40]!r}")
             status = compare(node, pred, deadline, marks="same")
@@ -65,9 +66,31 @@ def strict_check(completion: str, gold: str, timeout: float = 5.0):
         return RewardResult(0.0, None, f"parse error: {type(e).__name__}")
 
 
+@lru_cache(maxsize=4096)
+def _parse_or_error(text: str):
+    try:
+        return parse_answer(text), None
+    except Unrecognized as e:
+        return None, e.with_traceback(None)  # the cache keeps the message, not the frames
+
+
+def _parsed(text: str):
+    """`parse_answer`, memoised: a group's completions share one gold and often one answer
+    (the trees are tuples, so a cached tree is never mutated)."""
+    node, error = _parse_or_error(text)
+    if error is not None:
+        raise error.with_traceback(None)  # one cached exception, its old frames dropped
+    return node
+
+
+def clear_cache() -> None:
+    """Forget the memoised parses (benchmarks time a cold pass)."""
+    _parse_or_error.cache_clear()
+
+
 def _against_gold(pred, gold: str, deadline: float) -> str:
     try:
-        gold_node = parse_answer(str(gold))
+        gold_node = _parsed(str(gold))
     except Unrecognized:
         from rewards.equivalence.equiv import equiv_status
 
