@@ -87,6 +87,8 @@ WRONG = {
     "percent on a braced relation": ("so $\\boxed{{g(x) = 2}\\%}$.", "f(x) = 2"),
     "unit inside an expression": ("so $\\boxed{2 + 3 \\text{ cm}}$.", "5 \\text{ inches}"),
     "unit after a box with an expression": ("so $\\boxed{x = 2+3}\\text{ cm}$.", "5 \\text{ inches}"),
+    "product in another unit": ("so $\\boxed{3\\pi \\text{ cm}}$.", "3\\pi \\text{ m}"),
+    "units on two factors": ("so $\\boxed{2 \\text{ cm} \\times 9 \\text{ cm}}$.", "18"),
 }
 
 
@@ -139,6 +141,8 @@ RIGHT = [
     ("So the side is $\\boxed{x = 5}$ cm.", "5"),
     ("So the side is $\\boxed{x = 2+3}$ cm.", "5 \\text{ cm}"),
     ("So the lengths are $\\boxed{5 \\text{ cm}, 6 \\text{ cm}}$.", "5, 6"),
+    ("The area is $\\boxed{8\\sqrt{3}}$.", "8\\sqrt{3} \\text { square inches}"),  # a product's unit
+    ("The length is $\\boxed{3\\pi \\text{ cm}}$.", "3\\pi"),
     ("So $\\boxed{\\text{East}}$.", "\\text{east}"),
     ("So $\\boxed{2\\frac{1}{2}}$.", "\\frac52"),
     ("So $\\boxed{52_8}$.", "52_8"),

@@ -12,7 +12,8 @@ Shapes first, values second:
   multisets without repeats, intervals need the same brackets, matrices the same shape.
 - Units are compared as units (`5.4` dollars is not `5.4` cents); an answer without a unit
   equals the gold's value when the gold has one, and the other way round. A unit belongs to a
-  whole value: one inside an expression (`2 + 3 \\text{ cm}`) makes the value equal nothing.
+  whole value: one inside an expression (`2 + 3 \\text{ cm}`) makes the value equal nothing;
+  one after a product's last factor (`8\\sqrt{3} \\text{ in}^2`) is the product's.
 - Percent and degree marks (`50\\%`, `50 percent`; `30^\\circ`, `30 \\text{ degrees}`) are decided
   by the gold's own form (`compare(pred, gold)`, mode "gold"): a marked answer is paid only when
   the gold carries the same mark (a percentage is not a count, an angle not a length, so
@@ -193,6 +194,10 @@ def _strip(n):
     """(node without its top-level unit / percent / degree signs, unit or None, the marks
     {"pct", "deg"} it carried: a degree unit word is the degree sign)."""
     unit, marks = None, set()
+    if n[0] == "mul" and n[1] and n[1][-1][0] == "unit":
+        # `8\sqrt{3} \text{ in}^2`, `3\pi \text{ cm}`: a unit after a product's last factor is
+        # the product's (a product scales its unit); inside a sum it still equals nothing
+        n = ("unit", ("mul", n[1][:-1] + (n[1][-1][1],)), n[1][-1][2])
     while n[0] in ("unit", "pct", "deg"):
         if n[0] == "unit":
             if unit is not None:
