@@ -87,6 +87,7 @@ WRONG = {
     "percent on a braced relation": ("so $\\boxed{{g(x) = 2}\\%}$.", "f(x) = 2"),
     "unit inside an expression": ("so $\\boxed{2 + 3 \\text{ cm}}$.", "5 \\text{ inches}"),
     "unit after a box with an expression": ("so $\\boxed{x = 2+3}\\text{ cm}$.", "5 \\text{ inches}"),
+    "an answer in the turn after the end-of-turn token": ("#### 17<|im_end|>\n<|im_start|>user\n#### 18", "18"),
     "product in another unit": ("so $\\boxed{3\\pi \\text{ cm}}$.", "3\\pi \\text{ m}"),
     "units on two factors": ("so $\\boxed{2 \\text{ cm} \\times 9 \\text{ cm}}$.", "18"),
 }
@@ -137,6 +138,9 @@ RIGHT = [
     ("So it costs $\\boxed{18}$ dollars.", "18"),
     ("So the side is $\\boxed{5}\\text{ cm}$. This is the final answer.", "5"),
     ("So the side is $\\boxed{5}$ cm.<|im_end|>", "5"),
+    ("#### 18<|im_end|>", "18"),
+    ("#### 18</s>", "18"),
+    ("#### 18<|im_end|>\n<|im_start|>user\nAnd 2 + 2?<|im_end|>\n<|im_start|>assistant\n#### 4", "18"),
     ("So the side is $\\boxed{5}\\text{ m}$.", "5"),
     ("So the side is $\\boxed{x = 5}$ cm.", "5"),
     ("So the side is $\\boxed{x = 2+3}$ cm.", "5 \\text{ cm}"),

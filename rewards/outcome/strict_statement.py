@@ -2,8 +2,10 @@
 
 The statement is the last box group (`\\boxed{}`/`\\fbox{}`; boxes side by side are one list,
 boxes joined by "or" must all state the same value) or the last `#### x` line, whichever ends
-later. After it may come only whitespace, `$`, `.`, closing math delimiters, chat-template end
-tokens (`<|im_end|>`, `<|endoftext|>`, `</s>`, `<|eot_id|>`), and one short closing sentence made
+later. The completion ends at its first chat-template end-of-turn token (`<|im_end|>`,
+`<|endoftext|>`, `</s>`, `<|eot_id|>`...; what follows, e.g. `<|im_start|>user`, is another turn,
+as the lenient reader has it). After the statement may come only whitespace, `$`, `.`, closing
+math delimiters, and one short closing sentence made
 of the words in `CLOSING_WORDS` (no number, no math, no other word). Every other box or `####`
 line in the completion must state the same value as the final one (checked with the grammar's
 equivalence under the completion's deadline): two statements of different values, or a box in
@@ -27,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from rewards.answers.boxed import box_groups, boxes
+from rewards.answers.extract import END_OF_TURN
 from rewards.equivalence.grammar.units import unit_name
 
 MAX_STATEMENTS = 20
@@ -37,8 +40,7 @@ CLOSING_WORDS = {
     "box", "correct", "complete", "completes", "proof", "qed", "end", "of", "here",
 }
 _TAIL_ATOM = re.compile(
-    r"\s+|\$+|\.|\\\]|\\\)|\\end\{(?:equation|align|gather)\*?\}|<\|im_end\|>|<\|endoftext\|>|</s>|<\|eot_id\|>"
-    r"|\*\*")
+    r"\s+|\$+|\.|\\\]|\\\)|\\end\{(?:equation|align|gather)\*?\}|\*\*")
 _CLOSING = re.compile(r"[A-Za-z' ,]{1,120}[.!]?")
 # words in the box's sentence that make the box something other than the answer stated
 LEAD_DOUBT = re.compile(
@@ -120,6 +122,7 @@ def strict_final(text: str) -> Final:
     no single answer."""
     if not isinstance(text, str) or not text.strip():
         return Final((), False, (), "no answer found")
+    text = END_OF_TURN.split(text, 1)[0]  # a turn written after the model's end-of-turn is not its answer
     all_boxes = boxes(text)
     groups = box_groups(text, all_boxes)
     gsm = list(_GSM.finditer(text))
