@@ -50,6 +50,14 @@ HEDGES_AND_FUNCTIONS = [
     "So the answer is $\\boxed{18}\\text{ (approximately)}$.",
     "So the answer is $\\boxed{18}\\text{ approx.}$.",
     "So the answer is $\\boxed{18}$ roughly.",
+    "So $\\boxed{18 \\text{ score}}$.",  # scales and offsets (rewards/equivalence/words.py: SCALES)
+    "So $\\boxed{18 \\text{ extra}}$.",
+    "So $\\boxed{18 \\text{ thirds}}$.",
+    "So the answer is $\\boxed{18}$ thousand.",
+    "So the answer is $\\boxed{18}$\\text{ dozen}.",
+    "So the answer is $\\boxed{18}$ score.",
+    "So $\\boxed{\\sqrt{324} \\quad\\text{so}\\quad \\frac{14}{3}}$.",  # two values with prose between
+    "So $\\boxed{18 \\text{ hence } 17}$.",
     "#### 18 \\\\ 19",
     "So $\\boxed{18 \\\\ 19}$.",
     "So $\\boxed{\\inf\\{18, 19\\}}$.",  # a value command plus one letter that is a real command

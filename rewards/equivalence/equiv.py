@@ -88,7 +88,7 @@ def equiv_status(pred: str, gold: str, timeout: float = 5.0) -> str:
         if units_differ(cp, cg):
             return NOT_EQUAL  # 18 dollars is not 18 cents, 18 hours not 18 minutes
         a, b = _resolve(decimal_comma(cp, cg)), _resolve(decimal_comma(cg, cp))
-        if a is None or b is None:
+        if a is None or b is None or _prose_between(a.value) or _prose_between(b.value):
             return PARSE_ERROR
         claims = a.claims + b.claims
         if len(claims) > _MAX_CLAIMS:
@@ -188,6 +188,16 @@ def _words(s: str, min_len: int = 2) -> list[str]:
         if w not in _FUNCTIONS and (len(w) >= min_len or w in _SHORT_WORDS):
             out.append(w)
     return out
+
+
+def _prose_between(s: str) -> bool:
+    """A word in `\\text{}` with value on both sides (`\\sqrt{51} \\text{so} \\frac{14}{3}`): the
+    readers before have taken the joiners (`and`, `or`) and a trailing unit, so what is left is
+    prose the value path would drop, reading one value out of two."""
+    for m in _TEXT_GROUP.finditer(s):
+        if re.search(r"[A-Za-z]{2,}", m.group(1)) and s[:m.start()].strip() and s[m.end():].strip():
+            return True
+    return False
 
 
 def _pure_text(s: str) -> bool:
