@@ -32,6 +32,16 @@ def test_summary_counts_runs_that_gained():
     assert summary["greedy_"]["runs_gained"] == 3 and abs(summary["greedy_"]["gain_min"] + 0.01) < 1e-9
 
 
+def test_plot_draws_one_line_per_run_and_eval(tmp_path):
+    from pipeline.config import RunConfig
+
+    cells = [{"start": start, "sft_seed": k, "grpo_seed": 0, "before": {"": 0.5, "greedy_": 0.6},
+              "after": {"": 0.7, "greedy_": 0.65}} for start in ("carry 0.6", "clean") for k in range(2)]
+    seed_grid.write_plot(cells, RunConfig(), tmp_path / "grid.png")
+    assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "grid.png").stat().st_size > 5000
+
+
 @pytest.mark.slow
 def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
     overrides, root = tiny_setup
@@ -49,6 +59,7 @@ def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
         ("slip 0.3", 0), ("slip 0.3", 1), ("clean", 0), ("clean", 1)]
     assert set(result["summary"]["clean"]) == {"", "greedy_"}
     table = (out / "results.md").read_text()
+    assert (out / "results.png").stat().st_size > 0
     assert "| slip 0.3 | test, greedy |" in table and "| clean | test, sampled |" in table
     capsys.readouterr()
     assert seed_grid.main(cfg, sft_seeds=(cfg.seed,), grpo_seeds=(0, 1)) == 0

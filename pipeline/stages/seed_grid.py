@@ -7,8 +7,8 @@ and sampling), this runs the config's GRPO and evaluates the SFT model ("before"
 policy ("after") with every eval of `mathrl run` (``stages.run.eval_plan``: the configured sampled
 eval, greedy, and each ``eval.extra_splits``, e.g. gsm-synth's ``test_longer``). It writes, in a
 directory named after the run with a ``-seeds`` suffix under the output directory, a JSON file of
-every cell and the summary, and a Markdown table (per warm start: mean before, mean and spread of
-the gain, how many runs gained; then every run).
+every cell and the summary, a Markdown table (per warm start: mean before, mean and spread of
+the gain, how many runs gained; then every run) and a plot of every run's before -> after.
 
 Each (warm start, SFT seed) is a lane: its SFT, its "before" evals, then its GRPO runs in seed order.
 ``workers`` lanes run at once in separate processes, each with the config's ``threads`` (on a
@@ -186,6 +186,34 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) ->
     path.write_text("\n".join(lines) + "\n")
 
 
+def write_plot(cells: list[dict], cfg: RunConfig, path: Path) -> None:
+    """One column per eval, one line per run from its "before" (left) to its "after" (right), a
+    colour per warm start: every run's direction at a glance, beside results.md's numbers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names, keys = metric_names(cfg), list(cells[0]["before"])
+    starts = list(dict.fromkeys(c["start"] for c in cells))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(keys)), 4.2))
+    labelled: set[str] = set()
+    for k, key in enumerate(keys):
+        for c in cells:
+            label = None if c["start"] in labelled else c["start"]
+            labelled.add(c["start"])
+            ax.plot([k - 0.25, k + 0.25], [100 * c["before"][key], 100 * c["after"][key]], "-o",
+                    color=f"C{starts.index(c['start'])}", markersize=3, alpha=0.8, label=label)
+    ax.set_xticks(range(len(keys)), [names.get(key, key).replace(", ", "\n", 1) for key in keys], fontsize=8)
+    ax.set_ylabel("accuracy % (left: before GRPO, right: after)")
+    ax.set_title(f"{cfg.name}: {grid_shape(cells)}", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def lanes(cfg: RunConfig, sft_seeds: tuple[int, ...], starts: tuple[str, ...]) -> list[tuple[str, int, RunConfig]]:
     """(warm start label, SFT seed, SFT config) of each lane, warm start by warm start (the command
     has checked that ``starts`` leaves one: ``config.checks.check_options``)."""
@@ -253,7 +281,9 @@ def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tup
     summary = summarise(cells)
     _write_results(out, cells, summary)
     write_table(summary, cells, cfg, out / "results.md")
+    write_plot(cells, cfg, out / "results.png")
     print((out / "results.md").read_text())
+    print(f"seed-grid: plot in {out / 'results.png'}")
     return 0
 
 
