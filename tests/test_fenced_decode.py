@@ -142,3 +142,21 @@ def test_first_stop_tries_only_backtick_tokens_after_start():
     got = first_stop(ids, 2, Backticks(TOK), lambda t: tried.append(len(t)) or len(t) == 5)
     assert got == 5 and tried == [4, 5]
 
+
+def test_the_factory_hands_rollout_tools_to_the_colocated_engine(monkeypatch):
+    """build_engine gives the vllm engine tool_settings(cfg) and close() closes its runner; the
+    server's engine (colocated_vllm without tools) has none. Against tests/vllm_standin.py."""
+    from pipeline.config import load_run_config
+    from pipeline.rollout import factory, vllm_engine
+    from tests.vllm_standin import install
+
+    monkeypatch.setattr(vllm_engine, "_max_len", lambda path, wanted: wanted)
+    install(monkeypatch, TOK)
+    cfg = load_run_config(None, ["rollout.engine=vllm", "rollout.tools=[python]", "rollout.max_tool_calls=3"])
+    engine = factory.build_engine(cfg, None, TOK, holds_weights=True)
+    assert engine.tools.settings == factory.tool_settings(cfg) and engine.tools.settings.max_calls == 3
+    closed = []
+    monkeypatch.setattr(engine.tools, "close", lambda: closed.append(True))
+    engine.close()
+    assert closed == [True]
+    assert factory.colocated_vllm(cfg, "m", sleep_mode=False).tools is None
