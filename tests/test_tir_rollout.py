@@ -154,8 +154,9 @@ def test_closed_code_needs_the_closing_fence():
 
 
 def test_tools_config_is_checked():
-    with pytest.raises(ConfigError, match="rollout.tools"):
-        load_run_config(None, ["rollout.tools=[python]", "rollout.engine=vllm"])
+    with pytest.raises(ConfigError, match="rollout.engine=vllm_server has none yet"):
+        load_run_config(None, ["rollout.tools=[python]", "rollout.engine=vllm_server"])
+    assert load_run_config(None, ["rollout.tools=[python]", "rollout.engine=vllm"]).rollout.engine == "vllm"
     with pytest.raises(ConfigError, match="must not repeat"):
         load_run_config(None, ["rollout.tools=[python, python]"])
     with pytest.raises(ConfigError, match="FSDP"):

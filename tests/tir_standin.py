@@ -27,6 +27,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 PAD, EOS, UNK = 0, 1, 2
 FENCE, ANSWER = "```", "The answer is 42."
 CROSS = "```\n"  # the piece that re-encoding would form across the sampled fence and the appended block
+DETOUR = "```text\nno code here\n```\n"  # a fenced block that is not python, as one token (save_hf_policy)
 
 
 class PieceTokenizer:
@@ -83,12 +84,17 @@ def scripted_policy(codes: list[str], repeat: bool = False, newline_after_fence:
     return model, tok, prompts
 
 
-def save_hf_policy(path, code: str, prompt_end: str = ":") -> None:
+def save_hf_policy(path, code: str, prompt_end: str = ":", *, repeat: bool = False, detour_end: str | None = None,
+                   plain_end: str | None = None, hidden: int = 0) -> None:
     """The scripted policy as a model directory the trainer loads (``AutoTokenizer`` /
     ``AutoModelForCausalLM``): a real ``tokenizers`` tokenizer (one token per character, the phrases
     as added tokens, matched longest first) and the bigram weights. Whatever the prompt, if it ends
     with ``prompt_end`` the policy writes a ```python block with ``code``, then after its output
-    block "The answer is 42." and EOS."""
+    block "The answer is 42." and EOS. ``repeat``: after an output block it writes the code block
+    again (then, once no longer given an output, EOS after the fence). ``detour_end``: a prompt
+    ending there first gets ``DETOUR`` (one token holding a fenced block that is not python), then
+    the code block; ``plain_end``: a prompt ending there gets the answer and EOS, no code.
+    ``hidden``: the model's width (0: the smallest that fits)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -100,12 +106,18 @@ def save_hf_policy(path, code: str, prompt_end: str = ":") -> None:
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     core.decoder = decoders.ByteLevel()
     block = f"```python\n{code}\n"
-    core.add_tokens([AddedToken(p, normalized=False) for p in (block, FENCE, CROSS, ANSWER, "```output\n")])
+    phrases = (block, FENCE, CROSS, ANSWER, "```output\n") + ((DETOUR,) if detour_end else ())
+    core.add_tokens([AddedToken(p, normalized=False) for p in phrases])
     tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
     ids = tok.convert_tokens_to_ids
-    nxt = {ids(prompt_end): ids(block), ids(block): ids(FENCE), ids("\u010a"): ids(ANSWER), ids(CROSS): ids(ANSWER),
+    after_output = ids(block) if repeat else ids(ANSWER)
+    nxt = {ids(prompt_end): ids(block), ids(block): ids(FENCE), ids("\u010a"): after_output, ids(CROSS): after_output,
            ids(ANSWER): EOS}
-    model = _bigram(len(tok), nxt)
+    if detour_end:
+        nxt.update({ids(detour_end): ids(DETOUR), ids(DETOUR): ids(block)})
+    if plain_end:
+        nxt[ids(plain_end)] = ids(ANSWER)
+    model = _bigram(len(tok), nxt, hidden=hidden)
     model.save_pretrained(path)
     tok.save_pretrained(path)
 

@@ -182,9 +182,9 @@ def check_tools(r) -> None:
     _at_least(r, "rollout.", 16, "tool_output_chars")
     if not 0 < r.tool_timeout_s <= 600:
         raise ConfigError(f"rollout.tool_timeout_s must lie in (0, 600] seconds, got {r.tool_timeout_s:g}")
-    if r.tools and r.engine not in ("hf", "hf_process"):
-        raise ConfigError(f"rollout.tools={r.tools} runs with the HF engines (hf, hf_process) for now; "
-                          f"rollout.engine={r.engine} has no multi-turn rollout yet")
+    if r.tools and r.engine == "vllm_server":
+        raise ConfigError(f"rollout.tools={r.tools} needs an engine with a multi-turn rollout (hf, hf_process, or "
+                          "the colocated vllm); rollout.engine=vllm_server has none yet: use rollout.engine=vllm")
 
 
 def check_server(r) -> None:

