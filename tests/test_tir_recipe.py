@@ -36,7 +36,10 @@ def test_the_instruct_model_has_the_base_models_shape():
     assert shape_from_config(instruct) == shape_from_config(base) and source.endswith("Qwen2.5-Math-1.5B.json")
 
 
-@pytest.mark.parametrize("engine", ["vllm", "vllm_server"])
-def test_the_recipe_on_a_vllm_engine_is_refused(engine):
-    with pytest.raises(ConfigError, match="rollout.tools"):
-        load_run_config(RECIPE, [f"rollout.engine={engine}", "rollout.decode=generate"])
+def test_the_recipe_on_a_vllm_engine_needs_room_for_prompt_and_completion():
+    with pytest.raises(ConfigError, match="vllm_max_model_len"):
+        load_run_config(RECIPE, ["rollout.engine=vllm", "rollout.decode=generate"])
+    cfg = load_run_config(RECIPE, ["rollout.engine=vllm", "rollout.decode=generate", "rollout.vllm_max_model_len=4096"])
+    assert cfg.rollout.tools == ["python"]
+    with pytest.raises(ConfigError, match="vllm_server has none yet"):
+        load_run_config(RECIPE, ["rollout.engine=vllm_server", "rollout.decode=generate"])

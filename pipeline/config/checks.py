@@ -185,6 +185,9 @@ def check_tools(r) -> None:
     if r.tools and r.engine == "vllm_server":
         raise ConfigError(f"rollout.tools={r.tools} needs an engine with a multi-turn rollout (hf, hf_process, or "
                           "the colocated vllm); rollout.engine=vllm_server has none yet: use rollout.engine=vllm")
+    if r.tools and r.engine == "vllm" and r.vllm_max_model_len <= r.max_new_tokens:
+        raise ConfigError(f"rollout.tools on vllm: rollout.vllm_max_model_len ({r.vllm_max_model_len}) must hold the "
+                          f"prompt plus rollout.max_new_tokens ({r.max_new_tokens}); raise it")
 
 
 def check_server(r) -> None:
