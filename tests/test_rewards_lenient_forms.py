@@ -53,9 +53,6 @@ HEDGES_AND_FUNCTIONS = [
     "So $\\boxed{18 \\text{ score}}$.",  # scales and offsets (rewards/equivalence/words.py: SCALES)
     "So $\\boxed{18 \\text{ extra}}$.",
     "So $\\boxed{18 \\text{ thirds}}$.",
-    "So the answer is $\\boxed{18}$ thousand.",
-    "So the answer is $\\boxed{18}$\\text{ dozen}.",
-    "So the answer is $\\boxed{18}$ score.",
     "So $\\boxed{\\sqrt{324} \\quad\\text{so}\\quad \\frac{14}{3}}$.",  # two values with prose between
     "So $\\boxed{18 \\text{ hence } 17}$.",
     "#### 18 \\\\ 19",
@@ -81,6 +78,8 @@ NATURAL = [
     ("#### 18", "18"),
     ("The answer is 18 (since 9 * 2 = 18).", "18"),
     ("So $\\boxed{18}$ (because each of the 9 boxes holds 2).", "18"),
+    ("So Lori needs $\\boxed{18}$ dozens of eggs.", "18"),  # the question asked in dozens: words after a box qualify it
+    ("$\\boxed{\\frac{\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}}$", "\\frac{1}{6} \\pi+\\pi k"),  # a condition
     ("So $\\boxed{\\left\\lfloor \\frac{n}{2} \\right\\rfloor}$.", "\\lfloor n/2 \\rfloor"),  # the gold's own floor
     ("So $\\boxed{3 \\pm \\sqrt{2}}$.", "3 \\pm \\sqrt{2}"),
     ("So $\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}$.", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),

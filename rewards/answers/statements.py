@@ -31,7 +31,6 @@ from rewards.answers.span import HEDGED, MAX_SPAN, Reading, env_spans, read_span
 from rewards.equivalence.budget import current_deadline
 from rewards.equivalence.equiv import EQUAL, equiv_status
 from rewards.equivalence.grammar.units import unit_name
-from rewards.equivalence.words import SCALES
 
 _MARKER = re.compile(
     r"(?i:\b(?:the|my|our)\s+(?:(?:final|correct|right)\s+)?answer(?:\s*\*\*)?\s*"
@@ -199,9 +198,7 @@ _AFTER_BOX = re.compile(
     r"|\(?\s*or\b(?!\s+else)|maybe|perhaps|possibly|probably|\?"
     # a remark on the value: a parenthesis that gives no reason, an adverb ("(approximately)", "roughly")
     r"|(?:text\{\s*)?\((?!\s*(?:since|because|as|from|which|given|using|by|where|when|for)\b)"
-    r"|(?:text\{\s*)?[A-Za-z]{2,}ly\b|text\{[^{}]*[.(?]"
-    # a scale right after the box makes it another number: "$\boxed{9}$ thousand", "\boxed{9} dozen eggs"
-    r"|(?:text\{\s*)?(?:" + "|".join(sorted(SCALES)) + r")s?\b)", re.I)
+    r"|(?:text\{\s*)?[A-Za-z]{2,}ly\b|text\{[^{}]*[.(?])", re.I)
 
 
 def reference_answer(solution: str) -> str | None:

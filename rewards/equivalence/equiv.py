@@ -195,9 +195,16 @@ def _prose_between(s: str) -> bool:
     readers before have taken the joiners (`and`, `or`) and a trailing unit, so what is left is
     prose the value path would drop, reading one value out of two."""
     for m in _TEXT_GROUP.finditer(s):
-        if re.search(r"[A-Za-z]{2,}", m.group(1)) and s[:m.start()].strip() and s[m.end():].strip():
+        rest = s[m.end():]
+        if _CONDITION.fullmatch(m.group(1)) and _RELATION.search(rest):
+            continue  # a condition on a parameter: `\\frac{\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}`
+        if re.search(r"[A-Za-z]{2,}", m.group(1)) and s[:m.start()].strip() and rest.strip():
             return True
     return False
+
+
+_CONDITION = re.compile(r"\s*,?\s*(?:for|where|with|when)(?:\s+(?:all|every|any|some))?\s*", re.I)
+_RELATION = re.compile(r"\\in\b|\\[lg]eq?\b|\\neq?\b|[=<>]")
 
 
 def _pure_text(s: str) -> bool:

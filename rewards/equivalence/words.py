@@ -18,7 +18,7 @@ COMPARISON = {"least", "most", "more", "less", "fewer", "greater", "smaller", "l
 MULTIPLIERS = {"score", "gross", "brace", "myriad", "lakh", "crore", "double", "triple",
                "quadruple", "twice", "thrice", "fold", "third", "fourth", "fifth", "sixth", "seventh",
                "eighth", "ninth", "extra", "additional", "another", "googol"}
-# right after a value, these make it another number ("18 thousand", "$\boxed{9}$ dozen")
+# right after a value, these make it another number ("18 thousand", "\boxed{9 \text{ score}}")
 SCALES = MULTIPLIERS | {"hundred", "thousand", "million", "billion", "trillion", "dozen", "half", "halves",
                         "quarter", "squared", "cubed"}
 # after the answer, these make it one of several or a different quantity ("18 or more")
