@@ -38,7 +38,7 @@ from fractions import Fraction
 from rewards.equivalence.forms import clock_time, inequality_interval, is_name, split_top
 from rewards.equivalence.grammar.lexer import THOUSANDS
 from rewards.equivalence.grammar.units import unit_name
-from rewards.equivalence.words import AFTER_BAD, COMPARISON
+from rewards.equivalence.words import AFTER_BAD, COMPARISON, MULTIPLIERS
 
 MAX_FAST_LEN = 4000  # longer answers are only compared as strings (no real answer is this long)
 _MAX_EXP = 400       # 10^400 is still a cheap Fraction; larger exponents go symbolic
@@ -96,9 +96,9 @@ _CHOICE_LABEL = re.compile(r"^\\text\{\(([A-E])\)\}")  # AMC style "\\textbf{(B)
 _CHOICE_VALUE = re.compile(r"(?:[\d.,{}^/+\-*()\[\]]|\\(?:d?frac|sqrt|pi|cdot|times|\$|[,;!]|circ|%)(?![A-Za-z]))*")
 _NUMBER_WORDS = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
                  "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "hundredth", "tenth", "th"}
-_UNIT_STOP = AFTER_BAD | COMPARISON | _NUMBER_WORDS | {"up", "down", "is", "are", "was", "were", "the", "answer",
-                                                      "and", "it", "this", "that", "be", "a", "an", "of", "so",
-                                                      "then", "equals", "equal", "what"}
+_UNIT_STOP = AFTER_BAD | COMPARISON | MULTIPLIERS | _NUMBER_WORDS | {
+    "up", "down", "is", "are", "was", "were", "the", "answer", "and", "it", "this", "that", "be", "a", "an", "of",
+    "so", "then", "equals", "equal", "what"}
 
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
 _SCI = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:e|E|\\times10\^|\*10\^|\\cdot10\^)\{?([+-]?\d+)\}?$")

@@ -13,16 +13,15 @@ COMPARISON = {"least", "most", "more", "less", "fewer", "greater", "smaller", "l
               "under", "above", "below", "between", "nearly", "almost", "than", "exceeds",
               "exceed", "upto", "within", "except", "excluding"}
 # Nouns and adverbs that scale or offset a count ("9 score" is 180, "9 thirds" is 3, "9 extra" is 9
-# more than something): a closed class of the language, listed whole, unlike units or remarks.
-# "pairs" stays a unit: "18 pairs" answers "how many pairs" (tests/test_rewards_lenient_readings.py).
+# more than something): a closed class of the language, listed whole, unlike units or remarks. Never
+# a unit to drop (`\boxed{9 \text{ score}}` is not 9); "pairs" stays a unit: "18 pairs" answers "how
+# many pairs" (tests/test_rewards_lenient_readings.py).
 MULTIPLIERS = {"score", "gross", "brace", "myriad", "lakh", "crore", "double", "triple",
                "quadruple", "twice", "thrice", "fold", "third", "fourth", "fifth", "sixth", "seventh",
                "eighth", "ninth", "extra", "additional", "another", "googol"}
-# right after a value, these make it another number ("18 thousand", "\boxed{9 \text{ score}}")
-SCALES = MULTIPLIERS | {"hundred", "thousand", "million", "billion", "trillion", "dozen", "half", "halves",
-                        "quarter", "squared", "cubed"}
 # after the answer, these make it one of several or a different quantity ("18 or more")
-AFTER_BAD = (NEGATION | HEDGES | SCALES | {
+AFTER_BAD = (NEGATION | HEDGES | {
     "or", "if", "unless", "otherwise", "depending", "plus", "minus", "times", "divided", "than",
     "least", "most", "nearly", "almost", "wrong", "incorrect", "false", "instead", "rather",
-    "base", "mod", "modulo", "percent"})
+    "hundred", "thousand", "million", "billion", "trillion", "dozen", "half", "quarter", "base",
+    "mod", "modulo", "percent", "squared", "cubed"})
