@@ -147,13 +147,8 @@ class VLLMEngine(RolloutEngine):
         def sampling(i: int, n: int, params: SamplingParams) -> VSamplingParams:
             # vLLM gives sample j of a seeded request seed + j; prompt i gets its own seed range
             # so that different prompts do not share random streams.
-            greedy = params.temperature <= 0
             seed = None if params.seed is None else params.seed + i * n
-            return VSamplingParams(
-                n=n, max_tokens=params.max_new_tokens, logprobs=0, seed=seed,
-                temperature=0.0 if greedy else params.temperature,
-                top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
-                stop_token_ids=eos_ids, skip_special_tokens=True)
+            return _vllm_sampling(params, eos_ids, n=n, max_tokens=params.max_new_tokens, logprobs=0, seed=seed)
 
         # Tokenised here exactly like HFEngine (no special tokens added), so both engines see the
         # same prompt ids.
@@ -188,17 +183,13 @@ class VLLMEngine(RolloutEngine):
         """One vLLM call for the requests of a turn: token-id prompts, one sample each. Request
         ``nth`` of job j is seeded ``seed + j + nth * n_jobs``: its first request has the seed the
         job gets without tools (``seed + i * n + k``), the later ones seeds no other request has."""
-        from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        greedy = params.temperature <= 0
-        sampling = [VSamplingParams(
-            n=1, max_tokens=r.max_tokens, logprobs=0 if params.logprobs else None,
-            seed=None if params.seed is None else params.seed + r.job + r.nth * n_jobs,
-            temperature=0.0 if greedy else params.temperature,
-            top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
-            stop=[FENCE] if r.fence else None, include_stop_str_in_output=True,
-            stop_token_ids=eos_ids, skip_special_tokens=True) for r in requests]
+        sampling = [_vllm_sampling(params, eos_ids, n=1, max_tokens=r.max_tokens,
+                                   logprobs=0 if params.logprobs else None,
+                                   seed=None if params.seed is None else params.seed + r.job + r.nth * n_jobs,
+                                   stop=[FENCE] if r.fence else None, include_stop_str_in_output=True)
+                    for r in requests]
         prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
         outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
         return [_to_reply(out.outputs[0], params.logprobs) for out in outputs]
@@ -295,6 +286,17 @@ def _to_sample(prompt: str, prompt_ids: list[int], c, tok) -> Sample:
     return Sample(prompt=prompt, prompt_ids=list(prompt_ids),
                   completion=tok.decode(ids, skip_special_tokens=True), completion_ids=ids,
                   finish_reason=reason, logprobs=logprobs)
+
+
+def _vllm_sampling(params: SamplingParams, eos_ids: list[int], **fields):
+    """vLLM's SamplingParams for ours: greedy as temperature 0 without top-p/top-k, EOS ids as stop
+    tokens, special tokens out of the text; ``fields`` (n, max_tokens, logprobs, seed, stop...) as given."""
+    from vllm import SamplingParams as VSamplingParams
+
+    greedy = params.temperature <= 0
+    return VSamplingParams(temperature=0.0 if greedy else params.temperature, top_p=1.0 if greedy else params.top_p,
+                           top_k=0 if greedy else params.top_k, stop_token_ids=eos_ids, skip_special_tokens=True,
+                           **fields)
 
 
 def _to_reply(c, logprobs: bool) -> Reply:
