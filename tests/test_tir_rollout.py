@@ -6,6 +6,12 @@ call, with a message; the output is exactly what the code printed."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from pipeline.config import ConfigError, load_run_config
@@ -144,6 +150,66 @@ def test_process_engine_runs_the_same_multi_turn_rollout():
     assert [[(s.completion_ids, s.tool_spans, s.finish_reason) for s in g] for g in there] == \
         [[(s.completion_ids, s.tool_spans, s.finish_reason) for s in g] for g in here]
     assert [[s.tool_stats["calls"] for s in g] for g in there] == [[1, 1], [1, 1]]
+
+
+# The trainer of the test below: it starts the hf_process worker, submits a batch whose code sleeps
+# in the sandbox, prints the worker's pid and its sandbox units' pids once they run, and dies by SIGKILL.
+KILLED_TRAINER = """
+import os, signal, time
+from pipeline.rollout.base import SamplingParams
+from pipeline.rollout.process_engine import ProcessEngine
+from pipeline.rollout.tool_runner import ToolSettings
+from tests.tir_standin import scripted_policy
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d))
+        except OSError:
+            pass
+    return out
+
+model, tok, prompts = scripted_policy(["import time\\ntime.sleep(60)"] * 2)
+engine = ProcessEngine(model, tok, batch_size=8, threads=1, timeout_s=120,
+                       tools=ToolSettings(timeout_s=90.0, workers=2))
+engine.submit(prompts, 2, SamplingParams(max_new_tokens=96, temperature=0.0))
+deadline = time.monotonic() + 60
+while len(children(engine._proc.pid)) < 2 and time.monotonic() < deadline:
+    time.sleep(0.2)
+time.sleep(1.0)  # the blocks are inside the sandbox
+print(engine._proc.pid, *children(engine._proc.pid), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_worker_and_its_sandbox_go_when_the_trainer_is_killed_mid_tool_call(tmp_path):
+    """A trainer SIGKILLed while its rollout worker waits on code sleeping in the sandbox: the worker
+    and its sandbox units are gone within seconds, not at the end of the batch (or never: an orphan
+    once sat for 1.5 hours, its exit blocked on flushing replies nobody would read)."""
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("w") as o, err.open("w") as e:  # files, not pipes: the worker inherits them
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_TRAINER], stdout=o, stderr=e)
+        assert proc.wait(timeout=180) == -signal.SIGKILL, err.read_text()[-2000:]
+    worker, *units = [int(p) for p in out.read_text().split()]
+    assert len(units) >= 2, proc.stdout  # the sandbox units were running when the trainer died
+    deadline = time.monotonic() + 15
+    alive = [worker, *units]
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        time.sleep(0.2)
+    for p in alive:
+        os.kill(p, signal.SIGKILL)
+    assert not alive, f"still running 15 s after the trainer died: {alive} (worker {worker})"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except OSError:
+        return False
 
 
 def test_closed_code_needs_the_closing_fence():

@@ -16,7 +16,9 @@ Protocol, the vLLM server's in miniature: one request queue, served in order, an
 Because the queue is served in order, which weights generate which batch depends only on the order
 of the trainer's calls, never on timing: a pipelined run is as reproducible as a synchronous one.
 
-The worker exits by itself within a second of the trainer's death (a SIGKILLed trainer cannot close it).
+The worker exits by itself within seconds of the trainer's death (a SIGKILLed trainer cannot close it),
+even mid-batch or inside a sandbox call: a watcher thread closes the sandbox pool (bounded) and ends the
+process without the interpreter's exit, which would wait forever to flush replies nobody reads.
 Failures end the run with one line (``EngineError``): a worker that exits, or gives no reply within
 ``rollout.worker_timeout_s`` (it is then killed), or raises (its exception's last line is passed on).
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import io
 import os
 import queue
+import threading
 import time
 
 import torch
@@ -35,6 +38,7 @@ from pipeline import faults
 from pipeline.rollout.base import EngineError, Pending, RolloutEngine, Sample, SamplingParams
 
 NAME = "the hf_process rollout worker"
+ORPHAN_CLOSE_S = 5.0  # what an orphaned worker gives its sandbox pool to close before it exits anyway
 
 
 def state_bytes(model) -> bytes:
@@ -137,10 +141,27 @@ def worker_main(spec: dict, requests, replies) -> None:
     model.load_state_dict(torch.load(io.BytesIO(spec["weights"]), weights_only=True))
     model.eval()
     engine = HFEngine(model, spec["tokenizer"], batch_size=spec["batch_size"], **spec["engine"])
+    _exit_with_parent(spec["parent"], engine)
     try:
         _serve(engine, model, spec, requests, replies)
     finally:
         engine.close()  # the sandbox pool of rollout.tools, if it started one
+
+
+def _exit_with_parent(parent: int, engine) -> None:
+    """Start the watcher: when the trainer is gone (killed: nobody will ask again), close the engine's
+    sandbox pool within ``ORPHAN_CLOSE_S`` and exit at once, whatever the main thread is doing. A plain
+    return would be too late (a batch in progress runs to its end first) and could hang for good: the
+    interpreter's exit joins the reply queue's feeder thread, blocked on a full pipe no one reads."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        closer = threading.Thread(target=engine.close, daemon=True)
+        closer.start()
+        closer.join(ORPHAN_CLOSE_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="mathrl-parent-watch").start()
 
 
 def _serve(engine, model, spec: dict, requests, replies) -> None:
@@ -151,8 +172,6 @@ def _serve(engine, model, spec: dict, requests, replies) -> None:
         try:
             msg = requests.get(timeout=1.0)
         except queue.Empty:
-            if os.getppid() != spec["parent"]:  # the trainer is gone (killed): nobody will ask again
-                return
             continue
         if msg[0] == "close":
             return
