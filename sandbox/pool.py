@@ -34,6 +34,24 @@ SECCOMP_LABEL = ("seccomp allowlist (the syscalls stdlib Python needs; others EP
                  "namespaces, socket families unix/inet/inet6, listed fcntl and ioctl commands)")
 
 
+_spawner: tuple[int, ThreadPoolExecutor] | None = None  # (pid, its thread): a forked child needs its own
+_spawner_lock = threading.Lock()
+
+
+def spawn(argv: list[str], **kw) -> subprocess.Popen:
+    """``subprocess.Popen`` from one thread that lives as long as this process. The kernel's parent-death
+    signal (bwrap's --die-with-parent, PR_SET_PDEATHSIG) fires when the *thread* that forked the child
+    exits, not the process: a unit started from a short-lived thread (``Sandbox.map``'s, the rollout
+    tool runner's per turn) was killed when that thread ended, at times in the middle of its next job
+    ("worker unit killed")."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner[0] != os.getpid():
+            _spawner = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawn"))
+        executor = _spawner[1]
+    return executor.submit(subprocess.Popen, argv, **kw).result()
+
+
 class Slot:
     """One worker unit behind one backend wall; not thread-safe (the pool serialises)."""
 
@@ -83,15 +101,14 @@ class Slot:
 
     def _popen(self, argv: list[str], kw: dict) -> None:
         if self.spec.fifo_dir:  # the unit talks over FIFOs in spec.host_dir, not its stdio
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=self._errlog, **kw)
+            self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._errlog, **kw)
             self._wfd = os.open(os.path.join(self.spec.host_dir, "req"), os.O_RDWR)
             self._rfd = os.open(os.path.join(self.spec.host_dir, "resp"),
                                 os.O_RDONLY | os.O_NONBLOCK)
             os.set_blocking(self._rfd, True)
         else:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self._errlog, bufsize=0, **kw)
+            self.proc = spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errlog, bufsize=0,
+                              **kw)
             self._wfd, self._rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
 
     def run(self, req: dict) -> ExecResult:

@@ -8,6 +8,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -92,6 +93,25 @@ def test_close_leaves_nothing_behind(backend):
         out = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"],
                              capture_output=True, text=True, check=True)
         assert not set(names) & set(out.stdout.split())
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_a_unit_outlives_the_thread_that_started_it(backend):
+    """A unit started lazily by ``map``'s short-lived thread stays up after that thread ends: the
+    kernel's parent-death signal (bwrap --die-with-parent) follows the forking *thread*, and used to
+    kill such a unit, at times in the middle of its next job ("worker unit killed")."""
+    pool = open_pool(backend)  # slot 0 starts here, slot 1 on its first job, in map's thread
+    try:
+        first = pool.map(["import time; time.sleep(0.3); print(1)"] * 2)
+        procs = [s.proc for s in pool._slots]
+        assert [r.stdout for r in first] == ["1\n", "1\n"] and all(procs)
+        time.sleep(1.0)  # map's threads have exited
+        assert [p.poll() for p in procs] == [None, None]
+        again = pool.map(["print(2)"] * 2)
+        assert [r.stdout for r in again] == ["2\n", "2\n"]
+        assert [s.proc for s in pool._slots] == procs  # the same units served: none was restarted
+    finally:
+        pool.close()
 
 
 def test_run_uses_a_shared_pool_and_reports_isolation():
