@@ -31,11 +31,13 @@ def _with(path: str, value):
 
 
 def test_a_good_request_parses():
-    prompts, n, params = parse_generate(OK, LIMITS)
-    assert prompts == ["a", "b"] and n == 4
+    prompts, n, params, tools = parse_generate(OK, LIMITS)
+    assert prompts == ["a", "b"] and n == 4 and tools is False
     assert (params.max_new_tokens, params.temperature, params.top_p, params.top_k, params.seed) == (32, 0.7, 0.9, 5, 11)
-    _, _, default = parse_generate({"prompts": ["x"], "n": 1}, LIMITS)
-    assert default.temperature == 1.0 and default.seed is None
+    _, _, default, _ = parse_generate({"prompts": ["x"], "n": 1}, LIMITS)
+    assert default.temperature == 1.0 and default.seed is None and default.logprobs is False
+    _, _, asked, tools = parse_generate({**OK, "tools": True, "params": {"logprobs": True}}, LIMITS)
+    assert tools is True and asked.logprobs is True
 
 
 @pytest.mark.parametrize("path,value,reason", [
@@ -58,6 +60,8 @@ def test_a_good_request_parses():
     ("params.top_k", -1, r"params.top_k \(0 = off\)"),
     ("params.seed", -1, r"params.seed must be an integer in \[0, "),
     ("params.seed", 2**64, r"params.seed"),
+    ("params.logprobs", 1, r"params.logprobs must be true or false, got 1"),
+    ("tools", "yes", r"tools must be true or false, got 'yes'"),
     ("params.beam_width", 4, r"params: unknown key\(s\) \['beam_width'\]"),
     ("extra", 1, r"/generate: unknown key\(s\) \['extra'\]"),
     ("params", [1], r"params must be a JSON object"),

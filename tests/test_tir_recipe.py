@@ -41,5 +41,7 @@ def test_the_recipe_on_a_vllm_engine_needs_room_for_prompt_and_completion():
         load_run_config(RECIPE, ["rollout.engine=vllm", "rollout.decode=generate"])
     cfg = load_run_config(RECIPE, ["rollout.engine=vllm", "rollout.decode=generate", "rollout.vllm_max_model_len=4096"])
     assert cfg.rollout.tools == ["python"]
-    with pytest.raises(ConfigError, match="vllm_server has none yet"):
+    with pytest.raises(ConfigError, match="rollout.tools on vllm_server: rollout.vllm_max_model_len"):
         load_run_config(RECIPE, ["rollout.engine=vllm_server", "rollout.decode=generate"])
+    server = ["rollout.engine=vllm_server", "rollout.decode=generate", "rollout.vllm_max_model_len=4096"]
+    assert load_run_config(RECIPE, server).rollout.tools == ["python"]  # the server runs the tool

@@ -220,9 +220,11 @@ def test_closed_code_needs_the_closing_fence():
 
 
 def test_tools_config_is_checked():
-    with pytest.raises(ConfigError, match="rollout.engine=vllm_server has none yet"):
-        load_run_config(None, ["rollout.tools=[python]", "rollout.engine=vllm_server"])
-    assert load_run_config(None, ["rollout.tools=[python]", "rollout.engine=vllm"]).rollout.engine == "vllm"
+    for engine in ("vllm", "vllm_server"):
+        assert load_run_config(None, ["rollout.tools=[python]", f"rollout.engine={engine}"]).rollout.engine == engine
+        with pytest.raises(ConfigError, match=f"rollout.tools on {engine}: rollout.vllm_max_model_len"):
+            load_run_config(None, ["rollout.tools=[python]", f"rollout.engine={engine}",
+                                   "rollout.vllm_max_model_len=64", "rollout.max_new_tokens=64"])
     with pytest.raises(ConfigError, match="must not repeat"):
         load_run_config(None, ["rollout.tools=[python, python]"])
     with pytest.raises(ConfigError, match="FSDP"):

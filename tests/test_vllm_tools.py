@@ -31,12 +31,17 @@ PROMPTS = ["Q:", "Q?", "Q!"]
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def policy_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tir_policy")
     save_hf_policy(path, CODE, repeat=True, detour_end="?", plain_end="!", hidden=128)  # head size 64 for vLLM
-    engine = VLLMEngine(str(path), RolloutConfig(vllm_max_model_len=256), dtype="float32", seed=0,
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(policy_dir):
+    engine = VLLMEngine(str(policy_dir), RolloutConfig(vllm_max_model_len=256), dtype="float32", seed=0,
                         tools=ToolSettings(max_calls=MAX_CALLS, timeout_s=5.0, workers=2))
-    yield engine, AutoTokenizer.from_pretrained(path)
+    yield engine, AutoTokenizer.from_pretrained(policy_dir)
     engine.close()
 
 
@@ -91,3 +96,27 @@ def test_a_context_longer_than_the_engine_is_refused(setup):
     engine, _ = setup
     with pytest.raises(ValueError, match="max_model_len"):
         engine.generate(["Q:"], 1, SamplingParams(max_new_tokens=255, temperature=0.0))
+
+
+def test_the_server_runs_the_same_rollout_for_a_trainer_with_tools(setup, policy_dir, monkeypatch):
+    """`rollout.engine=vllm_server` with rollout.tools: the real server (in a thread, on loopback)
+    around this real engine, the real client: the transcripts the colocated engine gives."""
+    from transformers import AutoModelForCausalLM
+
+    from pipeline.rollout.server_auth import TOKEN_ENV
+    from pipeline.rollout.vllm_client import VLLMServerEngine
+    from tests.serve_helpers import TOKEN, running_server, serve_config
+
+    engine, _ = setup
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    model = AutoModelForCausalLM.from_pretrained(policy_dir)
+    keys = ["rollout.tools=[python]", f"rollout.max_tool_calls={MAX_CALLS}", "rollout.tool_timeout_s=5",
+            "rollout.tool_workers=2"]
+    params = SamplingParams(max_new_tokens=64, temperature=1.0, seed=3, logprobs=True)
+    here = engine.generate(PROMPTS, 2, params)
+    with running_server(serve_config(*keys), engine, model=model) as (_, url):
+        client = VLLMServerEngine(serve_config(*keys, f"rollout.server_port={url.rsplit(':', 1)[1]}"), model)
+        there = client.generate(PROMPTS, 2, params)
+    assert [[(s.completion_ids, s.tool_spans, s.turns, s.logprobs) for s in g] for g in there] == \
+        [[(s.completion_ids, s.tool_spans, s.turns, s.logprobs) for s in g] for g in here]
+    assert there[0][0].tool_stats["calls"] == MAX_CALLS

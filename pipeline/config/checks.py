@@ -182,12 +182,9 @@ def check_tools(r) -> None:
     _at_least(r, "rollout.", 16, "tool_output_chars")
     if not 0 < r.tool_timeout_s <= 600:
         raise ConfigError(f"rollout.tool_timeout_s must lie in (0, 600] seconds, got {r.tool_timeout_s:g}")
-    if r.tools and r.engine == "vllm_server":
-        raise ConfigError(f"rollout.tools={r.tools} needs an engine with a multi-turn rollout (hf, hf_process, or "
-                          "the colocated vllm); rollout.engine=vllm_server has none yet: use rollout.engine=vllm")
-    if r.tools and r.engine == "vllm" and r.vllm_max_model_len <= r.max_new_tokens:
-        raise ConfigError(f"rollout.tools on vllm: rollout.vllm_max_model_len ({r.vllm_max_model_len}) must hold the "
-                          f"prompt plus rollout.max_new_tokens ({r.max_new_tokens}); raise it")
+    if r.tools and r.engine in ("vllm", "vllm_server") and r.vllm_max_model_len <= r.max_new_tokens:
+        raise ConfigError(f"rollout.tools on {r.engine}: rollout.vllm_max_model_len ({r.vllm_max_model_len}) must "
+                          f"hold the prompt plus rollout.max_new_tokens ({r.max_new_tokens}); raise it")
 
 
 def check_server(r) -> None:

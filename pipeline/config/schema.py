@@ -208,7 +208,7 @@ class RolloutConfig:
     server_weight_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """vllm_server: weight broadcast backend; `auto` = NCCL when the policy and the server are on different GPUs, else gloo (CPU)."""
     tools: list[Tool] = field(default_factory=list)
-    """Tools the policy may call mid-completion (tool-integrated reasoning, docs/tir.md): `[python]` = the rollout stops where a ```python block closes, the sandbox runs it and a ```output block with what it printed is appended, then generation resumes (pipeline/rollout/multi_turn.py); tool-output tokens are out of the loss. Empty (the default) = off. Engines `hf`, `hf_process` (seeded or greedy sampling) and the colocated `vllm`; not `vllm_server`."""
+    """Tools the policy may call mid-completion (tool-integrated reasoning, docs/tir.md): `[python]` = the rollout stops where a ```python block closes, the sandbox runs it and a ```output block with what it printed is appended, then generation resumes (pipeline/rollout/multi_turn.py); tool-output tokens are out of the loss. Empty (the default) = off. Engines `hf`, `hf_process` (seeded or greedy sampling), the colocated `vllm`, and `vllm_server`, whose server runs the tool (started with the same rollout.tool* settings)."""
     max_tool_calls: int = 4
     """rollout.tools: code blocks run per completion; later blocks are not stopped at nor run."""
     tool_output_chars: int = 512

@@ -2,7 +2,8 @@
 evaluation and the vLLM server alike.
 
 ``rollout.tools`` (multi-turn tool use, multi_turn.py) is handed to the HF engines and the colocated
-vLLM engine as ``ToolSettings`` (``vllm_server`` has no multi-turn rollout: the config check refuses it).
+vLLM engine as ``ToolSettings``; under ``vllm_server`` the server runs the tool with the same settings
+(its own config's, which the client checks against the trainer's).
 
 - ``hf``: Hugging Face ``generate`` on the model itself (no copy); in lock-step on every rank when
   the model is FSDP-sharded (``train.fsdp`` under torchrun).
@@ -80,7 +81,7 @@ def _mixed_dtype(cfg: RunConfig) -> str | None:
 def colocated_vllm(cfg: RunConfig, path: str, *, sleep_mode: bool | None = None, tools: ToolSettings | None = None):
     """A ``VLLMEngine`` on ``path`` with the config's dtype, seed and ``rollout.vllm_*`` settings
     (``sleep_mode`` overrides ``rollout.vllm_sleep_mode``: the server and eval engines never sleep;
-    ``tools``: the multi-turn rollout, for the training and eval engines, not the server's)."""
+    ``tools``: the multi-turn rollout)."""
     from pipeline.rollout.vllm_engine import VLLMEngine  # optional extra; needs vllm installed
 
     rollout = cfg.rollout if sleep_mode is None else dataclasses.replace(cfg.rollout, vllm_sleep_mode=sleep_mode)

@@ -99,9 +99,13 @@ def _show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def parse_generate(body: dict, limits: ServerLimits) -> tuple[list[str], int, SamplingParams]:
-    """(prompts, n, params) of a /generate request, or ``RequestError`` naming the bad field."""
-    _only(body, {"prompts", "n", "params"}, "/generate")
+def parse_generate(body: dict, limits: ServerLimits) -> tuple[list[str], int, SamplingParams, bool]:
+    """(prompts, n, params, tools) of a /generate request, or ``RequestError`` naming the bad field.
+    ``tools`` (default false): the multi-turn rollout with the server's own tool settings."""
+    _only(body, {"prompts", "n", "params", "tools"}, "/generate")
+    tools = body.get("tools", False)
+    if not isinstance(tools, bool):
+        raise RequestError(f"tools must be true or false, got {_show(tools)}")
     prompts = body.get("prompts")
     if not isinstance(prompts, list) or not 1 <= len(prompts) <= limits.max_prompts:
         raise RequestError(f"prompts must be a list of 1 to {limits.max_prompts} strings "
@@ -126,8 +130,11 @@ def parse_generate(body: dict, limits: ServerLimits) -> tuple[list[str], int, Sa
     seed = params.get("seed")
     if seed is not None:
         seed = require_int(seed, "params.seed", 0, MAX_SEED)
+    logprobs = params.get("logprobs", default.logprobs)
+    if not isinstance(logprobs, bool):
+        raise RequestError(f"params.logprobs must be true or false, got {_show(logprobs)}")
     return prompts, n, SamplingParams(max_new_tokens=max_new, temperature=temperature, top_p=top_p,
-                                      top_k=top_k, seed=seed)
+                                      top_k=top_k, seed=seed, logprobs=logprobs), tools
 
 
 def _spec(item, i: int) -> Spec:

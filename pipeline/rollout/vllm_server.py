@@ -8,10 +8,13 @@ and bounded by server_limits.py:
 
     GET  /health               {"status": "ok"}: nothing else, no token needed
     GET  /info                 model, dtype, device, device_id (GPU UUID or "cpu"), weights_hash
-                               (names + shapes), weight group, counters, limits
+                               (names + shapes), weight group, counters, limits, tools (its
+                               ToolSettings, or null)
     GET  /weights              [[name, shape], ...] the trainer must send (Hugging Face names)
-    POST /generate             {"prompts": [str], "n": int, "params": SamplingParams fields}
-                               -> {"samples": [[Sample fields]]} exactly as VLLMEngine returns them
+    POST /generate             {"prompts": [str], "n": int, "params": SamplingParams fields, "tools": bool}
+                               -> {"samples": [[Sample fields]]} exactly as VLLMEngine returns them;
+                               "tools": true (refused by a server without rollout.tools) runs the
+                               multi-turn rollout, the policy's code in this machine's sandbox
     POST /init_weight_group    {"backend": "gloo"|"nccl", "timeout_s"} -> {"generation"}; the trainer
                                then joins through /group_store (see pipeline/weights/group_store.py)
     POST /group_store          {"generation", "op", ...}: the forming group's rendezvous store
@@ -33,6 +36,12 @@ mid-update, the new one's first update waits for that one to expire: a gloo rece
 interrupted). Update ids only grow
 within a group (a replayed or overlapping announcement is refused), and only the group's own
 generation can close it. SIGTERM / SIGINT stop the server cleanly (a second signal exits at once).
+
+Tools (``rollout.tools: [python]`` in the server's config): the server runs the multi-turn rollout
+itself (VLLMEngine.tool_generate: one vLLM call per turn, the code blocks of a turn concurrently in
+its own sandbox pool, with its config's rollout.tool* limits, which /info reports and the trainer
+checks against its own). A request with tools runs alone on the engine thread, not batched with
+others; its sandbox waits hold the engine meanwhile.
 
 Deviations: one engine, tensor parallel 1 (the receiving end of the group is this process,
 not vLLM's workers); prompts are strings tokenised as VLLMEngine does.
@@ -75,6 +84,8 @@ class WeightServer:
         self.limits = limits or ServerLimits.from_config(cfg.rollout)
         self.weights = weights if weights is not None else expected_weights(cfg.model.name_or_path)
         self.hash = weights_hash(self.weights)
+        runner = getattr(engine, "tools", None)  # rollout.tools: the engine's sandbox runner
+        self.tools = None if runner is None else asdict(runner.settings)
         self.engine_thread = ThreadPoolExecutor(1, thread_name_prefix="vllm-engine")
         self.weight_thread = ThreadPoolExecutor(1, thread_name_prefix="weight-group")
         self.batcher = Batcher(self._generate_batch, self.limits.batch_window_s, self.engine_thread)
@@ -105,13 +116,17 @@ class WeightServer:
                 "num_weights": len(self.weights), "weight_group": self.group is not None,
                 "generation": self.group_generation, "updates": self.updates,
                 "engine_calls": self.batcher.calls, "generate_requests": self.batcher.requests,
-                "limits": self.limits.as_json()}
+                "limits": self.limits.as_json(), "tools": self.tools}
 
     async def weight_list(self, _body) -> dict:
         return {"weights": [[n, list(s)] for n, s in self.weights]}
 
     async def generate(self, body: dict) -> dict:
-        groups = await self.batcher.submit(parse_generate(body, self.limits))
+        request = parse_generate(body, self.limits)
+        if request[3] and self.tools is None:
+            raise RequestError("this server runs no tools: start `mathrl vllm-serve` with rollout.tools=[python] "
+                               "(the trainer's config)", 409)
+        groups = await self.batcher.submit(request)
         return {"samples": [[asdict(s) for s in g] for g in groups]}
 
     async def init_group(self, body: dict) -> dict:
@@ -190,8 +205,12 @@ class WeightServer:
 
     # -- threads -----------------------------------------------------------------------------
     def _generate_batch(self, requests: list[tuple]) -> list:
+        """The requests without tools in one batched call; each one with tools alone (its own
+        multi-turn rollout, whose turns wait on the sandbox)."""
+        plain = [r[:3] for r in requests if not r[3]]
         many = getattr(self.engine, "generate_many", None)
-        return many(requests) if many else [self.engine.generate(*r) for r in requests]
+        done = iter((many(plain) if many else [self.engine.generate(*r) for r in plain]) if plain else [])
+        return [self.engine.tool_generate(*r[:3]) if r[3] else next(done) for r in requests]
 
     def _join(self, generation: int, backend: str, timeout_s: float) -> None:
         secret = (self.token or "").encode()

@@ -3,7 +3,8 @@
 
 Reads the token (``rollout.server_token_file`` or MATHRL_SERVER_TOKEN; refuses to start without one
 unless ``rollout.server_allow_no_token`` on loopback), listens, loads the config's model into a
-colocated vLLM engine and serves until SIGTERM / SIGINT.
+colocated vLLM engine (with the sandbox runner of ``rollout.tools``, if on) and serves until SIGTERM /
+SIGINT.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pipeline.rollout.vllm_server import build_server, listen, log
 
 def main(cfg: RunConfig) -> int:
     from pipeline.config.checks import is_loopback
-    from pipeline.rollout.factory import colocated_vllm
+    from pipeline.rollout.factory import colocated_vllm, tool_settings
 
     r = cfg.rollout
     try:
@@ -44,7 +45,10 @@ def main(cfg: RunConfig) -> int:
     elif not is_loopback(r.server_host):
         log("listening beyond loopback: the token travels in clear text; keep the network private (docs/vllm_serve.md)")
     log(f"loading {cfg.model.name_or_path} ({cfg.model.dtype}) into vLLM")
-    engine = colocated_vllm(cfg, cfg.model.name_or_path, sleep_mode=False)
+    tools = tool_settings(cfg)
+    engine = colocated_vllm(cfg, cfg.model.name_or_path, sleep_mode=False, tools=tools)
+    if tools is not None:
+        log(f"rollout.tools: requests that ask run the policy's code in this machine's sandbox ({tools})")
     server, httpd = build_server(cfg, engine, token)
     log(f"serving {cfg.model.name_or_path} at http://{r.server_host}:{r.server_port} (pid {os.getpid()})")
     try:
