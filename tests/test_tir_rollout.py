@@ -69,6 +69,8 @@ def test_waiting_blocks_run_concurrently():
     assert all(g[0].completion.endswith(ANSWER) and "```output\nslept\n```" in g[0].completion for g in groups)
     assert sum(seconds) >= 4.0 and min(seconds) >= 1.0
     assert wall < 0.6 * sum(seconds), (wall, seconds)
+    waits = [g[0].tool_stats["wait_s"] for g in groups]  # the wall time, split over the turn's calls
+    assert sum(waits) == pytest.approx(wall, abs=1e-4) and max(waits) - min(waits) < 1e-5
 
 
 def test_hostile_blocks_end_only_their_own_call():

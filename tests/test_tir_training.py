@@ -201,8 +201,9 @@ def test_a_trainer_step_ignores_the_logits_at_tool_positions(tiny_setup, tmp_pat
 
 def test_tool_statistics_reach_the_metrics_and_samples():
     eps = _episodes()
-    eps[0].tool_stats = {"calls": 3, "errors": 1, "timeouts": 1, "sandbox_s": 2.0}
+    eps[0].tool_stats = {"calls": 3, "errors": 1, "timeouts": 1, "sandbox_s": 2.0, "wait_s": 0.5}
     m = tool_metrics(eps)
+    assert m["tool/wait_s_total"] == pytest.approx(0.5)  # the others carry no wait_s
     assert m["tool/calls"] == pytest.approx((3 + 7) / 8) and m["tool/timeouts"] == pytest.approx(1 / 8)
     assert m["tool/errors"] == pytest.approx((1 + 4) / 8) and m["tool/used_frac"] == 1.0
     assert m["tool/tokens"] == 3.0 and m["tool/sandbox_s_total"] == pytest.approx(2.07)

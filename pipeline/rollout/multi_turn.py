@@ -48,12 +48,16 @@ class Transcript:
     calls: list[ToolCall] = field(default_factory=list)
     turns: list[str] = field(default_factory=list)  # the text of each policy turn (SimpleTIR's void-turn filter)
     finish_reason: str = "stop"
+    wait_s: float = 0.0  # this completion's share of the rollout's wall time waiting on the tool
 
     def stats(self) -> dict[str, float]:
-        """Per-completion tool statistics (samples.jsonl; their means go to metrics.jsonl)."""
+        """Per-completion tool statistics (samples.jsonl; their means go to metrics.jsonl). ``sandbox_s``:
+        its calls' own seconds (calls of one turn overlap); ``wait_s``: each turn's wall time waiting
+        on the tool, split evenly over that turn's calls, so the ``wait_s`` of a rollout's completions
+        sum to the wall time it waited."""
         return {"calls": len(self.calls), "errors": sum(c.error for c in self.calls),
                 "timeouts": sum(c.timed_out for c in self.calls),
-                "sandbox_s": round(sum(c.seconds for c in self.calls), 6)}
+                "sandbox_s": round(sum(c.seconds for c in self.calls), 6), "wait_s": round(self.wait_s, 6)}
 
 
 class Backticks:
@@ -120,10 +124,13 @@ def multi_turn(decode_rows: DecodeRows, prompt_ids: list[list[int]], tokenizer, 
                 waiting.append((j, code, text))
             else:
                 t.finish_reason = "stop" if ended or len(t.ids) < max_new_tokens else "length"
+        before = runner.wall_s
         calls = runner.run_all([code for _, code, _ in waiting])
+        share = (runner.wall_s - before) / max(1, len(waiting))  # the pool's one-off start is not counted
         active = []
         for (j, _, text), call in zip(waiting, calls):
             t = out[j]
+            t.wait_s += share
             appended = tokenizer(output_block(call.output, text), add_special_tokens=False)["input_ids"]
             appended = appended[:max_new_tokens - len(t.ids)]
             t.tool_spans.append((len(t.ids), len(t.ids) + len(appended)))
