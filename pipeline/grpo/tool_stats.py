@@ -1,8 +1,9 @@
 """The step's tool-use statistics for metrics.jsonl (``rollout.tools``): per-completion means of the
 calls, failed calls, timed-out calls, sandbox seconds and tool-output tokens, the step's total
 sandbox seconds (summed over calls that overlap) and wall seconds waiting on the tool (the rollout's
-share in the sandbox: ``tool/wait_s_total`` / ``time/rollout``), and the share of completions with a void turn (void_turns.py; dropped from the
-loss under train.void_turn_filter). Nothing when no completion of the step carries tool statistics (tools off)."""
+share in the sandbox: ``tool/wait_s_total`` / ``time/rollout``), and the share of completions with a
+void turn (void_turns.py; dropped from the loss under train.void_turn_filter). Nothing when no
+completion of the step carries tool statistics (tools off)."""
 
 from __future__ import annotations
 
