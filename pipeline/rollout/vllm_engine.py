@@ -139,14 +139,13 @@ class VLLMEngine(RolloutEngine):
         """Several ``generate`` requests (prompts, n, params) in one vLLM call, each with its own
         parameters, without tools; what each would have returned alone (the `mathrl vllm-serve`
         batching; a request for the tool runs alone through ``tool_generate``)."""
-        from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
         self._wake(["weights", "kv_cache"])
         tok = self.tokenizer
         eos_ids = self._eos_ids()
 
-        def sampling(i: int, n: int, params: SamplingParams) -> VSamplingParams:
+        def sampling(i: int, n: int, params: SamplingParams):
             # vLLM gives sample j of a seeded request seed + j; prompt i gets its own seed range
             # so that different prompts do not share random streams.
             seed = None if params.seed is None else params.seed + i * n
