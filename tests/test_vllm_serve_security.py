@@ -106,10 +106,49 @@ def test_replayed_stale_and_overlapping_updates_are_refused(client_env):
         assert status == 400 and "generation must be an integer" in reply["error"]
         assert call(url, "POST", "/close_weight_group", {"generation": 99})[0] == 409
         assert server.group is not None
-        assert call(url, "POST", "/update_weights", {**announce, "update": 1})[1] == {
-            "ok": True, "bytes": sum(t.numel() * 4 for t in model.state_dict().values())}
+        accepted = {"ok": True, "bytes": sum(t.numel() * 4 for t in model.state_dict().values())}
+        assert call(url, "POST", "/update_weights", {**announce, "update": 1})[1] == accepted
+        receive = server.pending[2]
+        # the same announcement again (a retry whose first reply was lost) is answered the same and
+        # starts nothing; the same update id with other specs or bucket is a replay
+        assert call(url, "POST", "/update_weights", {**announce, "update": 1}) == (200, accepted)
+        assert server.pending[2] is receive
+        status, reply = call(url, "POST", "/update_weights", {**announce, "update": 1, "bucket_bytes": 1024})
+        assert status == 409 and "update 1 is not newer than update 1" in reply["error"]
+        status, reply = call(url, "POST", "/update_weights", {**announce, "update": 1, "specs": specs[::-1]})
+        assert status == 409 and "update 1 is not newer than update 1" in reply["error"]
         status, reply = call(url, "POST", "/update_weights", {**announce, "update": 2})
         assert status == 409 and "update 1 is still in progress" in reply["error"]
+        trainer.close()
+
+
+def test_a_lost_reply_to_the_announcement_is_retried_and_the_update_lands(client_env, monkeypatch):
+    """Strangers crowding the port can drop the trainer's connection after the server accepted
+    /update_weights: the client retries the same announcement, the server answers it as the first
+    time, and the weights arrive (this was a 409 "replayed?" that stopped training)."""
+    import pipeline.rollout.vllm_client as client_module
+
+    engine = StandInEngine()
+    with running_server(serve_config(), engine) as (server, url):
+        trainer = _client(url)
+        model = toy_model()
+        trainer.sync_weights(model)
+        real_call_once, lost = trainer._call_once, []
+
+        def drop_first_announcement_reply(method, path, body, timeout, first):
+            reply = real_call_once(method, path, body, timeout, first)
+            if path == "/update_weights" and not lost:
+                lost.append(reply)  # the server has accepted it; the reply never reaches the trainer
+                raise client_module._Retry(client_module.ServerLost("connection reset")) from ConnectionResetError()
+            return reply
+
+        monkeypatch.setattr(trainer, "_call_once", drop_first_announcement_reply)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+        trainer.sync_weights(model)
+        assert lost and server.updates == 2 and len(engine.loaded) == 2
+        assert all(torch.equal(engine.loaded[-1][k], v) for k, v in model.state_dict().items())
         trainer.close()
 
 

@@ -95,7 +95,8 @@ class WeightServer:
         self.group: WeightGroup | None = None
         self.group_generation = 0
         self.last_update = -1  # update ids only grow within a group
-        self.pending: tuple[int, int, Future] | None = None  # (generation, update id, its receive)
+        # (generation, update id, its receive, (specs, bucket bytes) as announced)
+        self.pending: tuple[int, int, Future, tuple] | None = None
         self.updates = 0
 
     def routes(self) -> list[Route]:
@@ -170,6 +171,13 @@ class WeightServer:
             if self.group is None or generation != self.group_generation:
                 raise RequestError(f"weight group {generation} is gone (current: {self.group_generation or 'none'}); "
                                    "the client must call /init_weight_group again", 409)
+            pending = self.pending
+            if (pending is not None and pending[:2] == (generation, update) and pending[3] == (specs, bucket)
+                    and not pending[2].done()):
+                # the same announcement again while its receive waits for the bytes: the trainer's retry
+                # after a dropped connection lost the first reply (strangers crowding the port). Answer
+                # as the first time; nothing new is started, and a completed update is still a replay.
+                return {"ok": True, "bytes": total}
             if update <= self.last_update:
                 raise RequestError(f"update {update} is not newer than update {self.last_update} of this group "
                                    "(replayed?)", 409)
@@ -178,7 +186,8 @@ class WeightServer:
             self.last_update = update
             deadline = time.monotonic() + self.limits.update_timeout_s  # the announcement expires
             self.pending = (generation, update,
-                            self.weight_thread.submit(self._receive, generation, specs, bucket, deadline))
+                            self.weight_thread.submit(self._receive, generation, specs, bucket, deadline),
+                            (specs, bucket))
         return {"ok": True, "bytes": total}
 
     async def update_done(self, body: dict) -> dict:
