@@ -9,6 +9,8 @@ pays one ``os.environ`` lookup per call.
   bucket N (the server must drop the broken group and keep serving).
 - ``MATHRL_WORKER_FAULT=crash:N`` / ``hang:N``: the ``hf_process`` rollout worker exits (status 23)
   or stops answering when its N-th generate request arrives (the trainer must end with one line).
+- ``MATHRL_SFT_HELPER_FAULT=raise:N``: every helper process of a data-parallel SFT
+  (pipeline/sft_parallel.py) raises at its N-th step (the trainer must end with the helper's error).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import signal
 CRASH_AFTER_STEP = "MATHRL_CRASH_AFTER_STEP"
 CRASH_IN_BROADCAST = "MATHRL_CRASH_IN_BROADCAST"
 WORKER_FAULT = "MATHRL_WORKER_FAULT"
+SFT_HELPER_FAULT = "MATHRL_SFT_HELPER_FAULT"
 
 
 def after_step(step: int) -> None:
@@ -50,3 +53,10 @@ def worker_request(n: int) -> None:
         import time
         while True:
             time.sleep(3600)
+
+
+def sft_helper_step(n: int) -> None:
+    """Called by a data-parallel SFT helper at its ``n``-th step (1-based)."""
+    kind, _, at = os.environ.get(SFT_HELPER_FAULT, "").partition(":")
+    if kind == "raise" and at == str(n):
+        raise RuntimeError(f"injected fault at step {n} ({SFT_HELPER_FAULT})")

@@ -47,3 +47,12 @@ def load_benchmark_script(name: str):
         os.environ.clear()
         os.environ.update(saved)
     return module
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie has exited: its parent just has not reaped it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

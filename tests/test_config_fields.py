@@ -200,6 +200,8 @@ BAD: dict[str, str | list[str]] = {
     "sft.corrupt_mode": "typo",
     "sft.tool_frac": "1.5",
     "sft.eval_limit": "-1",
+    "sft.micro_batch_tokens": "-1",
+    "sft.processes": "0",
     "eval.model": " model",
     "eval.dataset": "gsm8k+mmlu",
     "eval.split": "tset",

@@ -20,6 +20,7 @@ from pipeline.rollout.hf_engine import HFEngine
 from pipeline.rollout.process_engine import ProcessEngine
 from pipeline.rollout.tool_format import closed_code, output_block, output_body
 from pipeline.rollout.tool_runner import ToolSettings
+from tests.helpers import process_running
 from tests.tir_standin import ANSWER, CROSS, EOS, FENCE, scripted_policy
 
 GREEDY = SamplingParams(max_new_tokens=96, temperature=0.0)
@@ -199,19 +200,11 @@ def test_worker_and_its_sandbox_go_when_the_trainer_is_killed_mid_tool_call(tmp_
     deadline = time.monotonic() + 15
     alive = [worker, *units]
     while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _running(p)]
+        alive = [p for p in alive if process_running(p)]
         time.sleep(0.2)
     for p in alive:
         os.kill(p, signal.SIGKILL)
     assert not alive, f"still running 15 s after the trainer died: {alive} (worker {worker})"
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
-    except OSError:
-        return False
 
 
 def test_closed_code_needs_the_closing_fence():

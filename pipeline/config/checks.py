@@ -292,7 +292,11 @@ def check_sft(s) -> None:
     _path("sft.init", s.init)
     _path("sft.output", s.output)
     _at_least(s, "sft.", 1, "steps", "batch_size")
-    _at_least(s, "sft.", 0, "warmup_steps", "eval_limit")
+    _at_least(s, "sft.", 0, "warmup_steps", "eval_limit", "micro_batch_tokens")
+    _at_least(s, "sft.", 1, "processes")
+    if s.processes > 1 and s.micro_batch_tokens <= 0:
+        raise ConfigError(f"sft.processes={s.processes} shares each step's micro-batches between processes: set "
+                          "sft.micro_batch_tokens > 0 (e.g. 1024) to cut the step into micro-batches")
     _positive(s, "sft.", "lr")
     _fraction(s, "sft.", "corrupt_frac", "tool_frac")
 

@@ -423,6 +423,10 @@ class SFTConfig:
     """Tool-integrated reasoning (docs/tir.md): fraction of the uncorrupted training solutions rewritten to compute with a ```python block followed by the ```output block of its true output (pipeline/data/tir_solutions.py); the rest keep their calculator lines. 0 = none."""
     eval_limit: int = 200
     """Test problems for the greedy accuracy printed after training (0 = skip)."""
+    micro_batch_tokens: int = 0
+    """> 0: a step's examples sorted by length and forwarded in micro-batches of at most this many padded tokens, logits only where a completion token is predicted: the same loss with less padding (pipeline/sft.py). 0 = one forward padded to the step's longest example."""
+    processes: int = 1
+    """> 1: data-parallel SFT on this machine's CPU, each step's micro-batches shared between this many processes (one helper each beyond the first; gradients summed in shared memory, pipeline/sft_parallel.py). Needs micro_batch_tokens > 0. 2 on the 2-core CPU default, whose SFT runs one thread per process."""
 
     def __post_init__(self):
         checks.check_sft(self)

@@ -28,13 +28,13 @@ from __future__ import annotations
 import io
 import os
 import queue
-import threading
 import time
 
 import torch
 import torch.multiprocessing as mp
 
 from pipeline import faults
+from pipeline.orphans import exit_with_parent
 from pipeline.rollout.base import EngineError, Pending, RolloutEngine, Sample, SamplingParams
 
 NAME = "the hf_process rollout worker"
@@ -141,27 +141,11 @@ def worker_main(spec: dict, requests, replies) -> None:
     model.load_state_dict(torch.load(io.BytesIO(spec["weights"]), weights_only=True))
     model.eval()
     engine = HFEngine(model, spec["tokenizer"], batch_size=spec["batch_size"], **spec["engine"])
-    _exit_with_parent(spec["parent"], engine)
+    exit_with_parent(spec["parent"], engine.close, ORPHAN_CLOSE_S)  # the trainer was killed: nobody will ask
     try:
         _serve(engine, model, spec, requests, replies)
     finally:
         engine.close()  # the sandbox pool of rollout.tools, if it started one
-
-
-def _exit_with_parent(parent: int, engine) -> None:
-    """Start the watcher: when the trainer is gone (killed: nobody will ask again), close the engine's
-    sandbox pool within ``ORPHAN_CLOSE_S`` and exit at once, whatever the main thread is doing. A plain
-    return would be too late (a batch in progress runs to its end first) and could hang for good: the
-    interpreter's exit joins the reply queue's feeder thread, blocked on a full pipe no one reads."""
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        closer = threading.Thread(target=engine.close, daemon=True)
-        closer.start()
-        closer.join(ORPHAN_CLOSE_S)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True, name="mathrl-parent-watch").start()
 
 
 def _serve(engine, model, spec: dict, requests, replies) -> None:
