@@ -10,7 +10,7 @@ AdamW, linear warmup then cosine decay to 10% of the peak, gradient clip 1.0. `m
 
 ``sft.micro_batch_tokens`` > 0 computes a step's loss with less padding, the same math: the step's
 examples are sorted by length and cut into micro-batches of at most that many padded tokens
-(``pipeline.grpo.micro_batches``, each example its own group), each padded only to its own longest,
+(``pipeline.micro_batches``, each example its own group), each padded only to its own longest,
 and only the columns that predict some completion token get logits (the common prompt prefix gets
 none). Each micro-batch adds its summed token loss over the step's completion-token count, so the
 gradient is that of the one padded batch up to float summation order (tests/test_sft.py). 0 is
@@ -29,7 +29,7 @@ from pipeline.config import RunConfig
 from pipeline.data.problems import load_problems
 from pipeline.data.synth_solutions import corrupt_records
 from pipeline.data.tir_solutions import tool_records
-from pipeline.grpo.micro_batches import micro_batches
+from pipeline.micro_batches import micro_batches
 from pipeline.prompts import build_prompt
 
 

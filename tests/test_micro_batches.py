@@ -1,4 +1,4 @@
-"""Micro-batches by token budget (pipeline/grpo/micro_batches.py): every row once, groups kept
+"""Micro-batches by token budget (pipeline/micro_batches.py): every row once, groups kept
 together, the budget kept, and GRPO runs whose weights match the row-count cut."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 
 from pipeline.config import ConfigError, load_run_config
 from pipeline.grpo import trainer
-from pipeline.grpo.micro_batches import as_index, micro_batches
+from pipeline.micro_batches import as_index, micro_batches
 from pipeline.grpo.run_log import read_metrics
 from pipeline.models import load_policy
 from tests.test_skipping import _weights

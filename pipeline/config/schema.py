@@ -278,7 +278,7 @@ class TrainConfig:
     micro_batch_size: int = 16
     """Completions per forward/backward pass (gradient accumulation over the batch)."""
     micro_batch_tokens: int = 0
-    """Token budget per forward/backward pass instead of a row count (0 = off: micro_batch_size rows): groups in order of their longest completion, cut where rows x longest completion would pass the budget (verl's dynamic batch size). With forward_layout trimmed or shared_prompt, micro-batches of similar lengths compute less padding; the same loss but for bnpo (pipeline/grpo/micro_batches.py). Not under FSDP."""
+    """Token budget per forward/backward pass instead of a row count (0 = off: micro_batch_size rows): groups in order of their longest completion, cut where rows x longest completion would pass the budget (verl's dynamic batch size). With forward_layout trimmed or shared_prompt, micro-batches of similar lengths compute less padding; the same loss but for bnpo (pipeline/micro_batches.py). Not under FSDP."""
     num_iterations: int = 1
     """mu: passes over each rollout batch (old log-probs computed once when updates_per_step > 1)."""
     mini_batches: int = 1

@@ -28,7 +28,7 @@ from pipeline.grpo.advantages import process_advantages, reward_with_kl
 from pipeline.grpo.components import TrainState, reference_mode
 from pipeline.grpo.episodes import Episode, Packed, pack
 from pipeline.grpo.logprobs import token_logprobs
-from pipeline.grpo.micro_batches import as_index, micro_batches
+from pipeline.micro_batches import as_index, micro_batches
 from pipeline.grpo.precision import autocast_for
 from pipeline.grpo.void_turns import has_void_turn
 from pipeline.grpo.episode_rewards import add_step_rewards, reward_episodes
@@ -215,7 +215,7 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
 
 def all_logprobs(cfg, model, packed: Packed, episodes: list[Episode], top: int = 0):
     """[N, T] log-probs of every packed completion under ``model``, in the update's micro-batches
-    (micro_batches.py: by row count or by token budget), in row order; with ``top`` K > 0, (those,
+    (pipeline/micro_batches.py: by row count or by token budget), in row order; with ``top`` K > 0, (those,
     ([N, T, K] ids of each position's K most likely tokens, their log-probs)) from the same forwards."""
     chunks = micro_batches(list(range(len(episodes))), [len(e.completion_ids) for e in episodes],
                            [e.group for e in episodes], cfg.train.micro_batch_size, cfg.train.micro_batch_tokens)

@@ -55,7 +55,7 @@ from pipeline.grpo.checkpoint import find_resume, list_checkpoints, load_trainer
 from pipeline.grpo.components import TrainState, build_optimizer, build_policy
 from pipeline.grpo.episodes import mini_batch_rows
 from pipeline.grpo.logprobs import token_logprobs
-from pipeline.grpo.micro_batches import as_index, micro_batches
+from pipeline.micro_batches import as_index, micro_batches
 from pipeline.grpo.losses import TopK
 from pipeline.grpo.pipelined import batch_source
 from pipeline.grpo.precision import autocast_for

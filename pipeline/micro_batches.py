@@ -12,6 +12,8 @@ every row is computed at the batch's full width, and the budget only bounds the 
 The loss is the same math whatever the cut: every loss type except `bnpo` normalises by counts of
 the whole mini-batch, and gradient accumulation sums the micro-batches in any order (equal up to
 float summation order). `bnpo` divides by each micro-batch's own token count, as TRL does.
+The SFT (``sft.micro_batch_tokens``, pipeline/sft.py) cuts by the same rule, each example its own
+group and its whole length as the length.
 """
 
 from __future__ import annotations
