@@ -7,8 +7,9 @@ holds the whole model and runs the same loop (``pipeline.sft.run_steps``): the s
 seed), and the step's micro-batches (``pipeline.sft.cut``) dealt out by tokens (``deal``), each
 process computing the gradient of its share. Rank 0 adds the shares in rank order into a row of a
 shared tensor that every process reads, so all get the same bits and apply the same clip and AdamW
-step: the replicas stay identical without ever sending weights. The sum is that of one process doing all the
-micro-batches, up to float summation order, and the same on every run for a given process count.
+step: the replicas stay identical without ever sending weights. The sum is that of one process
+doing all the micro-batches, up to float summation order, and the same on every run for a given
+process count.
 
 No sockets: gradients travel through one shared tensor, and each helper has a pipe to the trainer
 ("my row is written", "the sum is there"). Failures end the run with one line, never a hang: a
