@@ -49,6 +49,14 @@ def deal(cuts: list[list[int]], lengths: list[int], world: int) -> list[list[lis
     return shares
 
 
+def _spans(params):
+    """Each parameter with its slice of a table row (the row's last slot holds the loss sum)."""
+    at = 0
+    for p in params:
+        yield p, slice(at, at + p.numel())
+        at += p.numel()
+
+
 class Member:
     """One process's side of a step: its rank, its row of the shared gradient table, and a pipe to
     the trainer (rank 0 has one to each helper). A pipe, not a barrier: a process that dies closes
@@ -71,20 +79,14 @@ class Member:
             faults.sft_helper_step(self.steps)
         params = list(model.parameters())
         row = self.table[self.rank]
-        at = 0
-        for p in params:
-            n = p.numel()
-            row[at:at + n] = 0.0 if p.grad is None else p.grad.reshape(-1)
-            at += n
-        row[at] = loss_sum
+        for p, at in _spans(params):
+            row[at] = 0.0 if p.grad is None else p.grad.reshape(-1)
+        row[-1] = loss_sum
         self._exchange()
         total = self.table[self.world]
-        at = 0
-        for p in params:
-            n = p.numel()
-            p.grad = total[at:at + n].view_as(p).clone()
-            at += n
-        return float(total[at])
+        for p, at in _spans(params):
+            p.grad = total[at].view_as(p).clone()
+        return float(total[-1])
 
     def _exchange(self) -> None:
         """A helper: report the row written, wait for the sum (it is in the table when "sum" comes)."""

@@ -181,8 +181,8 @@ class WeightServer:
             if update <= self.last_update:
                 raise RequestError(f"update {update} is not newer than update {self.last_update} of this group "
                                    "(replayed?)", 409)
-            if self.pending is not None and not self.pending[2].done():
-                raise RequestError(f"update {self.pending[1]} is still in progress", 409)
+            if pending is not None and not pending[2].done():
+                raise RequestError(f"update {pending[1]} is still in progress", 409)
             self.last_update = update
             deadline = time.monotonic() + self.limits.update_timeout_s  # the announcement expires
             self.pending = (generation, update,
