@@ -187,6 +187,7 @@ BAD: dict[str, str | list[str]] = {
     "train.sampling": "hardest",
     "train.retire_epochs": "-1",
     "train.unsolved_keep": "1.5",
+    "train.question_pool": "-1",
     "train.forward_layout": "packed",
     "train.skip_zero_advantage": "maybe",
     "sft.task": "gsm9k",

@@ -78,6 +78,18 @@ def test_config_selects_and_checks(tiny_setup):
         load_run_config(None, [*overrides, "train.sampling=hardest"])
 
 
+@pytest.mark.parametrize("sampling", ["uniform", "pass_rate"])
+def test_question_pool_draws_only_its_first_questions(tiny_setup, sampling):
+    """``train.question_pool=8`` over three epochs: every draw is one of the first 8 problems, and
+    each of them comes back (so pass_rate has questions it saw before to act on)."""
+    cfg = run_cfg(tiny_setup, "s", f"train.sampling={sampling}", "train.question_pool=8")
+    sampler = build_sampler(cfg, PROBLEMS)
+    drawn = [p["id"] for p in sampler.take(24)]
+    assert set(drawn) == {f"q{i}" for i in range(8)} and len(drawn) == 24
+    with pytest.raises(ConfigError, match="question_pool=41 but .* has only 40 training questions"):
+        build_sampler(run_cfg(tiny_setup, "s", "train.question_pool=41"), PROBLEMS)
+
+
 def test_a_run_with_pass_rate_sampling_logs_it(tiny_setup):
     run_dir = trainer.train(run_cfg(tiny_setup, "passrate", "train.steps=2", "train.sampling=pass_rate"))
     rows = read_metrics(run_dir)

@@ -347,6 +347,8 @@ class TrainConfig:
     """sampling=pass_rate: epochs an all-correct question sits out after its draw (0 = never retired)."""
     unsolved_keep: float = 0.5
     """sampling=pass_rate: probability that a question with no correct sample at its last draw is drawn again when the walk reaches it."""
+    question_pool: int = 0
+    """Draw GRPO's questions from the first N of `train.task`'s training split only (0 = all of them). pass_rate acts only on questions drawn before, so it needs more draws (steps x questions_per_step) than the pool holds: the CPU default's 600 x 16 never revisits one of its 20,000."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal and resample questions to refill (DAPO)."""
     max_resample_rounds: int = 3

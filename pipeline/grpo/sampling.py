@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 
+from pipeline.config import ConfigError
 from pipeline.grpo.components import QuestionSampler
 from pipeline.parallel import distributed
 
@@ -92,7 +93,13 @@ class PassRateSampler(QuestionSampler):
 
 
 def build_sampler(cfg, problems: list[dict]) -> QuestionSampler:
-    """The question sampler ``train.sampling`` names."""
+    """The question sampler ``train.sampling`` names, over the first ``train.question_pool`` problems
+    (all when 0)."""
+    if pool := cfg.train.question_pool:
+        if pool > len(problems):
+            raise ConfigError(f"train.question_pool={pool} but {cfg.train.task} has only {len(problems)} "
+                             "training questions")
+        problems = problems[:pool]
     if cfg.train.sampling == "pass_rate":
         return PassRateSampler(problems, cfg.seed, cfg.train.retire_epochs, cfg.train.unsolved_keep)
     return QuestionSampler(problems, cfg.seed)
