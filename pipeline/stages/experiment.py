@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing
 import os
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import get_args
 
 from pipeline import freshness, layout
+from pipeline.orphans import process_pool
 from pipeline.config import RunConfig
 from pipeline.config.schema import Supervision
 from evals.stats import band, first_reach, mean_ci, permutation_p, welch_ci
@@ -225,8 +224,7 @@ def main(cfg: RunConfig) -> int:
     done = {job: pts for job, run_cfg in jobs.items() if (pts := finished_curve(run_cfg)) is not None}
     if done:
         print(f"experiment: reusing the finished runs {sorted(done)}")
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_one_thread) as pool:
+    with process_pool(workers, initializer=_one_thread) as pool:
         futures = {job: pool.submit(run_one, run_cfg) for job, run_cfg in jobs.items() if job not in done}
         points = {**done, **{job: f.result() for job, f in futures.items()}}
     curves = {mode: {seed: points[(mode, seed)] for seed in seeds} for mode in MODES}

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from typing import get_args
 
 from pipeline import freshness, layout
+from pipeline.orphans import process_pool
 from pipeline.config import RunConfig, to_dict
 from pipeline.config.schema import WarmStart
 
@@ -274,7 +273,7 @@ def main(cfg: RunConfig, sft_seeds: tuple[int, ...] = SFT_SEEDS, grpo_seeds: tup
         if workers <= 1:
             by_lane = [run_lane(cfg, *lane, grpo_seeds, out) for lane in todo]
         else:
-            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            with process_pool(min(workers, len(todo))) as pool:
                 futures = [pool.submit(run_lane, cfg, *lane, grpo_seeds, out) for lane in todo]
                 by_lane = [f.result() for f in futures]
         cells = [c for lane_cells in by_lane for c in lane_cells]
