@@ -1,14 +1,14 @@
 """A child process that ends by itself when the process that started it is gone.
 
 A parent killed with SIGKILL (or SIGTERM, whose default action skips Python's clean-up) cannot
-stop its children, and a child blocked in work (a batch, a
-sandbox call, a barrier) would not notice for a long time. ``exit_with_parent`` starts a watcher
-thread: once the parent has gone (the child was re-parented), it gives ``cleanup`` at most
-``grace_s`` and ends the process with ``os._exit``. A plain return would be too late (the main
-thread finishes its work first) and could hang for good: the interpreter's exit joins queue feeder
-threads, which block on full pipes nobody reads. ``process_pool`` is a spawn
-``ProcessPoolExecutor`` whose workers do the same: the seed grid's and the experiment's runs stop
-with the command that started them, instead of training on, unseen, for many minutes.
+stop its children, and a child blocked in work (a batch, a sandbox call, a barrier) would not
+notice for a long time. ``exit_with_parent`` starts a watcher thread: once the parent has gone (the
+child was re-parented), it gives ``cleanup`` at most ``grace_s`` and ends the process with
+``os._exit``. A plain return would be too late (the main thread finishes its work first) and could
+hang for good: the interpreter's exit joins queue feeder threads, which block on full pipes nobody
+reads. ``process_pool`` is a spawn ``ProcessPoolExecutor`` whose workers do the same: the seed
+grid's and the experiment's runs stop with the command that started them, instead of training on,
+unseen, for many minutes.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ the experiment's runs)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,11 +34,11 @@ if __name__ == "__main__":
 """
 
 
-def _orphan(kind: str, signal: str, tmp_path) -> int:
-    """The pid of the pool worker of a parent killed with ``signal``. No pipes: an orphaned worker
+def _orphan(kind: str, kill_with: str, tmp_path) -> int:
+    """The pid of the pool worker of a parent killed with ``kill_with``. No pipes: an orphaned worker
     would hold them open and the run would wait for it."""
-    pid_file = tmp_path / f"{kind}-{signal}"
-    proc = subprocess.run([sys.executable, "-c", KILLED_PARENT.replace("{signal}", signal), kind, str(pid_file)],
+    pid_file = tmp_path / f"{kind}-{kill_with}"
+    proc = subprocess.run([sys.executable, "-c", KILLED_PARENT.replace("{signal}", kill_with), kind, str(pid_file)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
     assert proc.returncode < 0
     (worker,) = map(int, pid_file.read_text().split())
@@ -52,16 +54,13 @@ def _gone_within(pid: int, seconds: float) -> bool:
     return False
 
 
-@pytest.mark.parametrize("signal", ["SIGKILL", "SIGTERM"])
-def test_a_pool_worker_ends_when_its_parent_is_killed(signal, tmp_path):
-    assert _gone_within(_orphan("watched", signal, tmp_path), 10.0)
+@pytest.mark.parametrize("kill_with", ["SIGKILL", "SIGTERM"])
+def test_a_pool_worker_ends_when_its_parent_is_killed(kill_with, tmp_path):
+    assert _gone_within(_orphan("watched", kill_with, tmp_path), 10.0)
 
 
 def test_a_plain_pool_worker_outlives_its_parent(tmp_path):
     """Why the watcher is needed: the same kill leaves a plain pool's worker in its task."""
-    import os
-    import signal
-
     worker = _orphan("plain", "SIGKILL", tmp_path)
     try:
         assert not _gone_within(worker, 3.0)

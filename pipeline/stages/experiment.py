@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import get_args
 
 from pipeline import freshness, layout
-from pipeline.orphans import process_pool
 from pipeline.config import RunConfig
 from pipeline.config.schema import Supervision
+from pipeline.orphans import process_pool
 from evals.stats import band, first_reach, mean_ci, permutation_p, welch_ci
 
 MODES = get_args(Supervision)

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import get_args
 
 from pipeline import freshness, layout
-from pipeline.orphans import process_pool
 from pipeline.config import RunConfig, to_dict
 from pipeline.config.schema import WarmStart
+from pipeline.orphans import process_pool
 
 SFT_SEEDS = (0, 1, 2)
 GRPO_SEEDS = (0, 1, 2)
