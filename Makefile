@@ -19,12 +19,12 @@ comma := ,
 EXTRAS := train$(comma)verl$(comma)test$(if $(HAS_GPU),$(comma)vllm)
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid compare-objectives clean help gpu-smoke gpu-wheels check-gpu-deps gpu-probe gpu-check
+.PHONY: setup sandbox-deps data sft train train-dist eval test test-all test-docker test-vllm test-torchfree vllm-serve bench bench-rollout experiment seed-grid compare-objectives compare-sampling clean help gpu-smoke gpu-wheels check-gpu-deps gpu-probe gpu-check
 
 help:
 	@echo "make train   - CPU default end to end (data -> tiny model -> SFT -> GRPO -> eval -> report)"
 	@echo "make test    - fast test suite"
-	@echo "make data | sft | eval | bench | bench-rollout | experiment | seed-grid | compare-objectives | test-all | test-docker | test-vllm | test-torchfree | clean"
+	@echo "make data | sft | eval | bench | bench-rollout | experiment | seed-grid | compare-objectives | compare-sampling | test-all | test-docker | test-vllm | test-torchfree | clean"
 	@echo "make gpu-smoke [device=cpu] | gpu-probe [device=cpu] [size=small|real] | gpu-check [device=cpu] | gpu-wheels | check-gpu-deps [VLLM='vllm==0.33.*']"
 
 # The venv is (re)built only when pyproject.toml changes. torch==2.13.0 resolves to the CPU
@@ -97,6 +97,14 @@ seed-grid: setup data
 STEPS ?= 150
 compare-objectives: setup data
 	$(MATHRL) compare-objectives --config $(CONFIG) train.steps=$(STEPS) $(OVERRIDES)
+
+# uniform vs pass-rate vs dynamic sampling from the config's SFT model, each until train.steps x
+# questions_per_step questions are drawn, from a pool of POOL questions so that they come back
+# (docs/cpu_default.md, "Which questions to draw"); a short try: make compare-sampling SAMPLING_SEEDS=0 eval.limit=20
+POOL ?= 2000
+SAMPLING_SEEDS ?= 0,1,2
+compare-sampling: setup data
+	$(MATHRL) compare-sampling --config $(CONFIG) --seeds $(SAMPLING_SEEDS) train.question_pool=$(POOL) $(OVERRIDES)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -5,7 +5,7 @@
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve,
 experiment (outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data),
 seed-grid (GRPO over SFT x GRPO seeds), compare-objectives (every objective variant from one SFT
-start), plan (GPU memory estimate), config (print every key with its documentation). Each stage is
+start), compare-sampling (question samplers on the same rollouts), plan (GPU memory estimate), config (print every key with its documentation). Each stage is
 ``pipeline/stages/<stage>.py: main(cfg, ...) -> exit code``, imported (``stage_main``) only when
 used so ``mathrl data`` does not pay for torch; before importing it the command pins the CPU kernels
 the config's ``cpu_isa`` names (read when torch loads, pipeline/determinism.py). The config and the
@@ -41,6 +41,7 @@ STAGES = {  # name -> help; the code is pipeline/stages/<name with _ for ->.py (
     "eval-prm": "a step scorer (rules, PRM, both) on ProcessBench-format JSONL: first-error F1 table",
     "seed-grid": "GRPO on 3 SFT seeds x 3 GRPO seeds, corrupted and clean warm start: table",
     "compare-objectives": "every objective variant (docs/grpo_math.md) from one SFT start, train.steps each: table",
+    "compare-sampling": "uniform vs pass-rate vs dynamic sampling from one SFT start, the same questions drawn: table",
     "plan": "estimated GPU memory per component and phase, and whether it fits (--gpu-mem GiB)",
 }
 PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passed to its stage function
@@ -50,7 +51,8 @@ GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")
 COMPARE_ARGS = ("seeded", "seeds")  # `mathrl compare-objectives` options (and table_only)
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
-READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment", "seed-grid", "compare-objectives")
+READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment", "seed-grid", "compare-objectives",
+              "compare-sampling")
 WRITES_CARD = ("train", "run")  # stages that get the command line, for the model card
 
 
@@ -105,6 +107,11 @@ def _main(argv: list[str] | None) -> int:
                            help="comma-separated GRPO seeds of the seeded variants (default 0,1,2; others: the first)")
             p.add_argument("--table-only", action="store_true",
                            help="tabulate the finished runs; run nothing")
+        if name == "compare-sampling":
+            p.add_argument("--seeds", type=seed_list, default=(0, 1, 2),
+                           help="comma-separated GRPO seeds, each sampler on every one (default 0,1,2)")
+            p.add_argument("--table-only", action="store_true",
+                           help="tabulate the finished runs of these seeds; run nothing")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
     push = sub.add_parser("push", help="upload a run's final/ (weights + model card) to the Hugging Face Hub")
     push.add_argument("run_dir", help="the run directory (holds final/)")
@@ -180,6 +187,8 @@ def stage_main(name: str):
         from pipeline.stages.seed_grid import main
     elif name == "compare-objectives":
         from pipeline.stages.compare_objectives import main
+    elif name == "compare-sampling":
+        from pipeline.stages.compare_sampling import main
     elif name == "plan":
         from pipeline.stages.plan import main
     else:

@@ -3,6 +3,7 @@ verdicts by hand, and a small comparison that runs, tabulates and reads finished
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -61,26 +62,28 @@ def test_noise_verdicts_by_hand():
 
 
 @pytest.mark.slow
-def test_small_comparison_runs_tabulates_and_reads_finished_cells_back(tiny_setup, capsys, monkeypatch):
+def test_small_comparison_runs_tabulates_and_reads_finished_cells_back(tiny_setup, capsys):
     overrides, root = tiny_setup
-    monkeypatch.setattr(co, "VARIANTS", {v: co.VARIANTS[v] for v in ("grpo", "dr-grpo", "dppo-topk")})
+    suite = dataclasses.replace(co.OBJECTIVES, variants={v: co.VARIANTS[v] for v in ("grpo", "dr-grpo", "dppo-topk")})
     cfg = load_run_config(None, [*overrides, "name=cmp", "stages=[sft, train, eval]", f"sft.init={root}/tiny",
                                  f"sft.output={root}/cmp-sft", "sft.steps=3", "sft.eval_limit=0", "train.steps=2",
                                  "train.questions_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
                                  "eval.limit=3", "eval.max_new_tokens=8", "eval.n_samples=2", "eval.temperature=1.0",
                                  "eval.ks=[1, 2]"])
-    assert co.main(cfg, seeded=("grpo", "dr-grpo"), seeds=(0, 1)) == 0
+    assert co.main(cfg, seeded=("grpo", "dr-grpo"), seeds=(0, 1), suite=suite) == 0
     out = root / "runs" / "cmp-objectives"
     result = json.loads((out / "results.json").read_text())
     assert [(c["variant"], c["grpo_seed"]) for c in result["cells"]] == [
         ("grpo", 0), ("grpo", 1), ("dr-grpo", 0), ("dr-grpo", 1), ("dppo-topk", 0)]
     assert all(c["entropy"] > 0 for c in result["cells"])  # the last step's policy entropy was read
+    assert all(c["cost"]["steps"] == 2 and c["cost"]["questions"] == 4 and c["cost"]["minutes"] > 0
+               for c in result["cells"])  # 2 steps x 2 questions
     assert "within_noise" in result["summary"]["variants"]["dppo-topk"]["evals"][""]
     table = (out / "results.md").read_text()
     assert "| dppo-topk | 1 |" in table and "`train.dppo_topk=20`" in table
     capsys.readouterr()
-    assert co.main(cfg, seeded=("grpo", "dr-grpo"), seeds=(0, 1)) == 0
+    assert co.main(cfg, seeded=("grpo", "dr-grpo"), seeds=(0, 1), suite=suite) == 0
     assert capsys.readouterr().out.count("done before; read back") == 5
     assert json.loads((out / "results.json").read_text())["cells"] == result["cells"]
-    assert co.main(cfg, seeded=("grpo",), seeds=(0, 2), table_only=True) == 0
+    assert co.main(cfg, seeded=("grpo",), seeds=(0, 2), table_only=True, suite=suite) == 0
     assert "cmp-obj-grpo-seed2 not finished" in capsys.readouterr().out

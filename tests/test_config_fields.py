@@ -188,6 +188,7 @@ BAD: dict[str, str | list[str]] = {
     "train.retire_epochs": "-1",
     "train.unsolved_keep": "1.5",
     "train.question_pool": "-1",
+    "train.max_questions": "-1",
     "train.forward_layout": "packed",
     "train.skip_zero_advantage": "maybe",
     "sft.task": "gsm9k",

@@ -8,6 +8,7 @@ import pytest
 from pipeline.config import ConfigError, load_run_config
 from pipeline.grpo import trainer
 from pipeline.grpo.components import QuestionSampler
+from pipeline.grpo.checkpoint import find_resume, load_trainer_state
 from pipeline.grpo.episodes import Episode
 from pipeline.grpo.run_log import read_metrics
 from pipeline.grpo.sampling import PassRateSampler, build_sampler
@@ -94,3 +95,17 @@ def test_a_run_with_pass_rate_sampling_logs_it(tiny_setup):
     run_dir = trainer.train(run_cfg(tiny_setup, "passrate", "train.steps=2", "train.sampling=pass_rate"))
     rows = read_metrics(run_dir)
     assert all("sampling/retired" in r and "sampling/skipped" in r for r in rows)
+
+
+def test_max_questions_stops_the_run_and_a_resume_trains_no_further(tiny_setup):
+    """``train.max_questions=5`` with 3 questions a step: the run stops after step 2, the first at
+    which 5 were drawn, with its final weights and a checkpoint; resumed, it trains nothing more."""
+    cfg = run_cfg(tiny_setup, "budget", "train.steps=5", "train.max_questions=5")
+    run_dir = trainer.train(cfg)
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2] and [r["sampling/drawn"] for r in rows] == [3, 6]
+    assert (run_dir / "final" / "config.json").is_file()
+    state = load_trainer_state(find_resume(run_dir, "auto"))
+    assert state["step"] == 2
+    trainer.train(cfg)  # resume=auto: the budget is spent
+    assert [r["step"] for r in read_metrics(run_dir)] == [1, 2]

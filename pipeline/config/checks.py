@@ -274,6 +274,8 @@ def check_train(t) -> None:
     if t.advantage == "process" and t.kl_in == "reward":
         raise ConfigError("train.kl_in=reward is implemented for outcome supervision only; "
                           "use train.kl_in=loss with train.advantage=process")
+    if t.max_questions < 0:
+        raise ConfigError(f"train.max_questions must be >= 0 (0 = no question budget); got {t.max_questions}")
     if t.question_pool < 0:
         raise ConfigError(f"train.question_pool must be >= 0 (0 = every training question); got {t.question_pool}")
     if t.retire_epochs < 0 or not 0 < t.unsolved_keep <= 1:

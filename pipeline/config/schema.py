@@ -349,6 +349,8 @@ class TrainConfig:
     """sampling=pass_rate: probability that a question with no correct sample at its last draw is drawn again when the walk reaches it."""
     question_pool: int = 0
     """Draw GRPO's questions from the first N of `train.task`'s training split only (0 = all of them). pass_rate acts only on questions drawn before, so it needs more draws (steps x questions_per_step) than the pool holds: the CPU default's 600 x 16 never revisits one of its 20,000."""
+    max_questions: int = 0
+    """Stop after the first step at which GRPO has drawn this many questions, G rollouts each (0 = off: train.steps steps, whichever comes first). Runs that draw different numbers per step (train.dynamic_sampling refills, pass_rate skips cost none) then spend the same rollouts: `mathrl compare-sampling`. Pipelined, the batches drawn ahead count."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal and resample questions to refill (DAPO)."""
     max_resample_rounds: int = 3

@@ -252,7 +252,7 @@ def _stages(cfg: RunConfig, stage: str) -> list[str]:
         return cfg.stages
     if stage == "experiment":  # its own GRPO runs, evaluated on train.task
         return [s for s in cfg.stages if s in ("build-tiny", "sft")] + ["train"]
-    if stage in ("seed-grid", "compare-objectives"):  # tiny models, SFT, GRPO and `mathrl run`'s evals of each cell
+    if stage in ("seed-grid", "compare-objectives", "compare-sampling"):  # tiny models, SFT, GRPO and `mathrl run`'s evals of each cell
         return ["build-tiny", "sft", "train", "eval"]
     return [stage]
 

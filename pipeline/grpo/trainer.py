@@ -115,6 +115,8 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     reward_audit = RewardAudit(cfg.reward, run_dir if main_rank else None)
     batches = batch_source(cfg, state, start, saved.get("in_flight") if saved is not None else None)
     for step in bar:
+        if budget_spent(cfg, state.sampler):  # a resumed run that had stopped on train.max_questions
+            break
         step_began = time.perf_counter()
         timer: dict[str, float] = {}
         batch = batches.take(step, timer)  # make_batch, or a batch generated while the last step trained
@@ -124,11 +126,13 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         if cfg.train.ref_reset_every and step % cfg.train.ref_reset_every == 0:
             state.ref.load_state_dict(state.policy.state_dict())
         view, timer = distributed.global_view(batch, timer)  # every rank's episodes (1 process: batch)
-        metrics = {**step_metrics(cfg, view, update, timer), **state.sampler.stats()}
+        metrics = {**step_metrics(cfg, view, update, timer), **state.sampler.stats(),
+                   "sampling/drawn": float(state.sampler.drawn)}  # rollout compute: G completions per question
         if main_rank:
             metrics.update(reward_audit.step(step, view.episodes))
+        last = step == cfg.train.steps or budget_spent(cfg, state.sampler)
         if cfg.train.eval_every and _evaluates_here(state, main_rank) and (
-                step % cfg.train.eval_every == 0 or step == cfg.train.steps):
+                step % cfg.train.eval_every == 0 or last):
             out_dir = layout.eval_dir(run_dir, f"step_{step}") if main_rank else None
             metrics.update(_periodic_eval(cfg, state, evaluate, out_dir, step))
         # the whole step's wall time (its eval included): summed over rows, the time a run took to reach a step
@@ -138,9 +142,11 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", entropy=f"{metrics['entropy']:.3f}")
         if main_rank:
             _warn_zero_std(cfg, step, view.zero_std_frac)
-        if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
+        if last or (cfg.train.save_every and step % cfg.train.save_every == 0):
             _save(cfg, run_dir, step, state, batches.in_flight())
         faults.after_step(step)
+        if last:
+            break
     log.close()
     final_state = fsdp.full_model_state(state.policy)  # every rank gathers under FSDP; None otherwise
     if main_rank:
@@ -151,6 +157,11 @@ def train(cfg: RunConfig, evaluate: EvalFn | None = None) -> Path:
     distributed.barrier("final barrier")  # the job ends once final/ is written
     distributed.close()
     return run_dir
+
+
+def budget_spent(cfg: RunConfig, sampler) -> bool:
+    """Whether the run has drawn its ``train.max_questions`` (never with the budget off)."""
+    return 0 < cfg.train.max_questions <= sampler.drawn
 
 
 def _build_state(cfg: RunConfig, ckpt: Path | None, saved: dict | None) -> tuple[TrainState, int]:

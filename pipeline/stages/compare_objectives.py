@@ -30,6 +30,7 @@ import dataclasses
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
@@ -65,18 +66,37 @@ SEEDS = (0, 1, 2)
 REFERENCE = SEEDED[0]
 
 
-def cell_config(cfg: RunConfig, variant: str, seed: int) -> RunConfig:
+@dataclass(frozen=True)
+class Suite:
+    """One comparison from one SFT start: its variants (name -> config overrides, the first the
+    reference), the overrides every cell shares, and names. `mathrl compare-sampling` is a second
+    suite (pipeline/stages/compare_sampling.py)."""
+
+    tag: str  # cells: <config name>-<tag>-<variant>-seed<s>
+    out: str  # results: <output_dir>/<config name>-<out>/
+    title: str
+    variants: dict[str, tuple[str, ...]]
+    shared: tuple[str, ...]
+    same_questions: bool = False  # every cell stops at train.steps x questions_per_step drawn (train.max_questions)
+
+
+OBJECTIVES = Suite("obj", "objectives", "Objective variants", VARIANTS, SHARED)
+
+
+def cell_config(cfg: RunConfig, variant: str, seed: int, suite: Suite = OBJECTIVES) -> RunConfig:
     """One GRPO run of ``variant`` from the config's SFT model; no periodic eval (before/after only)."""
-    run = with_overrides(cfg, [*SHARED, *VARIANTS[variant]])
+    run = with_overrides(cfg, [*suite.shared, *suite.variants[variant]])
+    budget = cfg.train.steps * cfg.train.questions_per_step if suite.same_questions else run.train.max_questions
     return dataclasses.replace(
-        run, seed=seed, name=f"{cfg.name}-obj-{variant}-seed{seed}",
+        run, seed=seed, name=f"{cfg.name}-{suite.tag}-{variant}-seed{seed}",
         model=dataclasses.replace(run.model, name_or_path=cfg.sft.output),
-        train=dataclasses.replace(run.train, eval_every=0))
+        train=dataclasses.replace(run.train, eval_every=0, max_questions=budget))
 
 
-def plan(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int]]:
+def plan(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...] = SEEDS,
+         suite: Suite = OBJECTIVES) -> list[tuple[str, int]]:
     """(variant, GRPO seed) of every cell: one seed each, every seed for the seeded ones."""
-    return [(v, s) for v in VARIANTS for s in (seeds if v in seeded else seeds[:1])]
+    return [(v, s) for v in suite.variants for s in (seeds if v in seeded else seeds[:1])]
 
 
 def final_entropy(run_cfg: RunConfig) -> float | None:
@@ -85,6 +105,16 @@ def final_entropy(run_cfg: RunConfig) -> float | None:
 
     rows = [r for r in read_metrics(layout.run_dir(run_cfg)) if "entropy" in r]
     return rows[-1]["entropy"] if rows else None
+
+
+def run_cost(run_cfg: RunConfig) -> dict:
+    """What a cell's GRPO spent: steps, questions drawn (G rollouts each; None when not logged)
+    and minutes of its steps."""
+    from pipeline.grpo.run_log import read_metrics
+
+    rows = [r for r in read_metrics(layout.run_dir(run_cfg)) if "time/step" in r]
+    drawn = rows[-1].get("sampling/drawn") if rows else None
+    return {"steps": len(rows), "questions": drawn, "minutes": sum(r["time/step"] for r in rows) / 60}
 
 
 def noise(cells: list[dict], keys: list[str]) -> dict[str, tuple[float, int]]:
@@ -110,7 +140,8 @@ def summarise(cells: list[dict], reference: str = REFERENCE) -> dict:
     ref = by_variant[reference]
     out: dict[str, dict] = {}
     for v, mine in by_variant.items():
-        out[v] = {"seeds": len(mine), "entropy": _mean([c["entropy"] for c in mine]), "evals": {}}
+        out[v] = {"seeds": len(mine), "entropy": _mean([c["entropy"] for c in mine]), "evals": {},
+                  **{k: _mean([c.get("cost", {}).get(k) for c in mine]) for k in ("steps", "questions", "minutes")}}
         for key in keys:
             after = [c["after"][key] for c in mine]
             ref_after = [c["after"][key] for c in ref]
@@ -136,26 +167,31 @@ def _mean(values):
     return statistics.fmean(values) if values else None
 
 
-def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) -> None:
+def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path, suite: Suite = OBJECTIVES) -> None:
     from pipeline.stages.seed_grid import metric_names
 
     names, ref = metric_names(cfg), summary["reference"]
     keys = list(cells[0]["after"])
     before = cells[0]["before"]
     noise_text = ", ".join(f"{names[k]} {100 * v['std']:.1f} ({v['df']} df)" for k, v in summary["noise"].items())
-    lines = [f"# Objective variants from one SFT start ({len(cells)} GRPO runs)", "",
-             f"Task `{cfg.train.task}`; each run {cfg.train.steps} steps x {cfg.train.questions_per_step} questions x "
+    budget = (f"each run until {cfg.train.steps * cfg.train.questions_per_step} questions are drawn (at most "
+              f"{cfg.train.steps} steps)" if suite.same_questions else f"each run {cfg.train.steps} steps")
+    lines = [f"# {suite.title} from one SFT start ({len(cells)} GRPO runs)", "",
+             f"Task `{cfg.train.task}`; {budget} x {cfg.train.questions_per_step} questions x "
              f"G = {cfg.rollout.group_size} (unless a variant's overrides below say otherwise), lr {cfg.train.lr:g}, "
              "shared overrides "
-             f"{' '.join(SHARED) or 'none'}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
+             f"{' '.join(suite.shared) or 'none'}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
              "Accuracies in points (x100); before: " + ", ".join(f"{names[k]} {100 * before[k]:.1f}" for k in keys)
              + ".", "", f"Seed noise (pooled std of the seeded variants' after accuracies): {noise_text}. "
              f"diff: against `{ref}`'s mean; `=` within noise (one seed: inside the 95% prediction interval; "
              "several: permutation p > 0.05), `*` outside it.", "",
-             "| variant | seeds | entropy | " + " | ".join(f"{names[k]}: after (gain) diff" for k in keys) + " |",
-             "|---|---|---|" + "---|" * len(keys)]
+             "Cost, per run on average: GRPO steps, questions drawn (G rollouts each), minutes of those steps.", "",
+             "| variant | seeds | steps | questions | minutes | entropy | "
+             + " | ".join(f"{names[k]}: after (gain) diff" for k in keys) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(keys)]
     for v, s in summary["variants"].items():
-        row = [v, str(s["seeds"]), "-" if s["entropy"] is None else f"{s['entropy']:.3f}"]
+        row = [v, str(s["seeds"]), *(_number(s.get(k), f) for k, f in (("steps", ".0f"), ("questions", ".0f"),
+                                                                         ("minutes", ".1f"), ("entropy", ".3f")))]
         for k in keys:
             e = s["evals"][k]
             spread = f" ± {100 * e['after_std']:.1f}" if e["after_std"] is not None else ""
@@ -163,18 +199,23 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) ->
             row.append(f"{100 * e['after_mean']:.1f}{spread} ({100 * e['gain_mean']:+.1f}){verdict}")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Overrides of each variant (on the config and the shared ones):", ""]
-    lines += [f"- `{v}`: {' '.join(f'`{o}`' for o in VARIANTS[v]) or '(none)'}" for v in summary["variants"]]
+    lines += [f"- `{v}`: {' '.join(f'`{o}`' for o in suite.variants[v]) or '(none)'}" for v in summary["variants"]]
     path.write_text("\n".join(lines) + "\n")
 
 
+def _number(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
 def main(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...] = SEEDS,
-         table_only: bool = False) -> int:
+         table_only: bool = False, suite: Suite = OBJECTIVES) -> int:
     from pipeline import determinism
     from pipeline.stages import build_tiny, sft
     from pipeline.stages.seed_grid import run_cell, saved_cell, sft_before
 
-    determinism.apply(cfg, "compare-objectives")
-    out = Path(cfg.output_dir) / f"{cfg.name}-objectives"
+    command = f"compare-{suite.out}"
+    determinism.apply(cfg, command)
+    out = Path(cfg.output_dir) / f"{cfg.name}-{suite.out}"
     out.mkdir(parents=True, exist_ok=True)
     cells = []
     if not table_only:
@@ -182,22 +223,22 @@ def main(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...
             build_tiny.main(cfg)
         sft.main(cfg)
         before = sft_before(cfg, out / "before")
-    for variant, seed in plan(cfg, seeded, seeds):
-        run_cfg = cell_config(cfg, variant, seed)
+    for variant, seed in plan(cfg, seeded, seeds, suite):
+        run_cfg = cell_config(cfg, variant, seed, suite)
         cell = saved_cell(run_cfg, cfg) if table_only else run_cell(run_cfg, cfg, before)
         if cell is None:
-            print(f"compare-objectives: {run_cfg.name} not finished; left out of the table")
+            print(f"{command}: {run_cfg.name} not finished; left out of the table")
             continue
-        cells.append({**cell, "variant": variant, "entropy": final_entropy(run_cfg)})
+        cells.append({**cell, "variant": variant, "entropy": final_entropy(run_cfg), "cost": run_cost(run_cfg)})
     if not any(c["variant"] == seeded[0] for c in cells):
-        print(f"compare-objectives: no finished run of the reference variant {seeded[0]}")
+        print(f"{command}: no finished run of the reference variant {seeded[0]}")
         return 1
     summary = summarise(cells, seeded[0])
     (out / "results.json").write_text(json.dumps({"summary": summary, "cells": cells}, indent=1))
-    write_table(summary, cells, cfg, out / "results.md")
+    write_table(summary, cells, cfg, out / "results.md", suite)
     print((out / "results.md").read_text())
     return 0
 
 
-__all__ = ["REFERENCE", "SEEDED", "SEEDS", "SHARED", "VARIANTS", "cell_config", "main", "noise", "plan", "summarise",
-           "write_table"]
+__all__ = ["OBJECTIVES", "REFERENCE", "SEEDED", "SEEDS", "SHARED", "VARIANTS", "Suite", "cell_config", "main", "noise",
+           "plan", "run_cost", "summarise", "write_table"]

@@ -1,0 +1,47 @@
+"""`mathrl compare-sampling` / `make compare-sampling`: which questions GRPO should draw, on the same
+rollout compute. Three samplers from the config's SFT model, each on every GRPO seed:
+
+- ``uniform``: a seeded shuffle per epoch (the default);
+- ``pass_rate``: the same walk, but questions solved at their last draw sit out and never-solved
+  ones are drawn less (pipeline/grpo/sampling.py; open-instruct's retirement, prime-rl's pool);
+- ``dynamic``: DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476): groups whose rewards are
+  all equal are dropped and more questions drawn to refill the step (pipeline/grpo/batch.py).
+
+Same compute means the same questions drawn, G rollouts each: every run stops once it has drawn
+``train.steps x train.questions_per_step`` (``train.max_questions``), so dynamic sampling, which
+draws more per step, trains fewer steps; a question pass_rate passes over costs nothing. All three
+run the synchronous trainer (``train.async_staleness=0``), because the pipelined one cannot refill a
+batch in flight. Questions come from the first ``train.question_pool`` of the training split, which
+must be smaller than the questions drawn: pass_rate acts only on questions it has seen.
+
+The cells, tables and noise verdicts are compare-objectives' (pipeline/stages/compare_objectives.py):
+results in ``<output_dir>/<name>-sampling/``, with each sampler's steps, questions and minutes.
+"""
+
+from __future__ import annotations
+
+from pipeline.config import ConfigError, RunConfig
+from pipeline.stages import compare_objectives
+
+SAMPLERS: dict[str, tuple[str, ...]] = {
+    "uniform": (),  # the reference
+    "pass_rate": ("train.sampling=pass_rate",),
+    "dynamic": ("train.dynamic_sampling=true",),
+}
+SAMPLING = compare_objectives.Suite("smp", "sampling", "Question samplers on the same questions drawn", SAMPLERS,
+                                    ("train.async_staleness=0",), same_questions=True)
+SEEDS = (0, 1, 2)
+
+
+def check(cfg: RunConfig) -> None:
+    """The pool must be revisited, or pass_rate is uniform sampling."""
+    draws, pool = cfg.train.steps * cfg.train.questions_per_step, cfg.train.question_pool
+    if not 0 < pool < draws:
+        raise ConfigError(f"compare-sampling draws {draws} questions (train.steps x train.questions_per_step); set "
+                          f"train.question_pool below that (got {pool}) so that questions come back and pass_rate "
+                          "has something to act on, e.g. train.question_pool=2000")
+
+
+def main(cfg: RunConfig, seeds: tuple[int, ...] = SEEDS, table_only: bool = False) -> int:
+    check(cfg)
+    return compare_objectives.main(cfg, seeded=tuple(SAMPLERS), seeds=seeds, table_only=table_only, suite=SAMPLING)
