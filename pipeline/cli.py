@@ -5,7 +5,8 @@
 Stages: data, build-tiny, sft, train, eval, run (all stages the config lists), vllm-serve,
 experiment (outcome vs process supervision), eval-prm (a step scorer on ProcessBench-format data),
 seed-grid (GRPO over SFT x GRPO seeds), compare-objectives (every objective variant from one SFT
-start), compare-sampling (question samplers on the same rollouts), plan (GPU memory estimate), config (print every key with its documentation). Each stage is
+start), compare-sampling (question samplers on the same rollouts), plan (GPU memory estimate),
+config (print every key with its documentation). Each stage is
 ``pipeline/stages/<stage>.py: main(cfg, ...) -> exit code``, imported (``stage_main``) only when
 used so ``mathrl data`` does not pay for torch; before importing it the command pins the CPU kernels
 the config's ``cpu_isa`` names (read when torch loads, pipeline/determinism.py). The config and the
