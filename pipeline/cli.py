@@ -49,7 +49,7 @@ PLAN_ARGS = ("gpu_mem", "ranks", "prompt_tokens")  # `mathrl plan` options passe
 EVAL_PRM_ARGS = ("path", "scorer", "per_subset")  # `mathrl eval-prm` options passed to its stage function
 # `mathrl seed-grid` options passed to its stage function
 GRID_ARGS = ("sft_seeds", "grpo_seeds", "starts", "workers", "table_only")
-COMPARE_ARGS = ("seeded", "seeds")  # `mathrl compare-objectives` options (and table_only)
+COMPARE_ARGS = ("seeded", "seeds", "samplers")  # compare-objectives / compare-sampling options (and table_only)
 # Stages that read problems: each first prepares the datasets it reads (pipeline/data/prepare.py:
 # prepare_for), so `mathrl eval eval.dataset=math500` works on a fresh clone.
 READS_DATA = ("build-tiny", "sft", "train", "eval", "run", "experiment", "seed-grid", "compare-objectives",
@@ -111,6 +111,9 @@ def _main(argv: list[str] | None) -> int:
         if name == "compare-sampling":
             p.add_argument("--seeds", type=seed_list, default=(0, 1, 2),
                            help="comma-separated GRPO seeds, each sampler on every one (default 0,1,2)")
+            p.add_argument("--samplers", type=sampler_list, default=("uniform", "pass_rate", "dynamic"),
+                           help="comma-separated samplers to run, the first the reference (default "
+                                "uniform,pass_rate,dynamic)")
             p.add_argument("--table-only", action="store_true",
                            help="tabulate the finished runs of these seeds; run nothing")
     sub.add_parser("config", help="list every config key with its type, default and meaning")
@@ -231,6 +234,17 @@ def variant_list(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     if not names or any(n not in VARIANTS for n in names):
         raise argparse.ArgumentTypeError(f"{text!r}: expected variants among {', '.join(VARIANTS)}, joined by commas")
+    return names
+
+
+def sampler_list(text: str) -> tuple[str, ...]:
+    """``"uniform,dynamic"`` -> ``("uniform", "dynamic")``: distinct samplers of `mathrl compare-sampling`, else a
+    usage error."""
+    from pipeline.stages.compare_sampling import SAMPLERS
+
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not names or any(n not in SAMPLERS for n in names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected samplers among {', '.join(SAMPLERS)}, joined by commas")
     return names
 
 

@@ -62,3 +62,13 @@ def test_small_comparison_spends_the_same_questions(tiny_setup):
         "uniform": (3, 6), "pass_rate": (3, 6), "dynamic": (1, 8)}
     table = (out / "results.md").read_text()
     assert "until 6 questions are drawn" in table and "| dynamic | 1 | 1 | 8 |" in table
+
+
+def test_samplers_option_parses_and_refuses_unknown_names():
+    import argparse
+
+    from pipeline.cli import sampler_list
+
+    assert sampler_list("dynamic, uniform,dynamic") == ("dynamic", "uniform")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected samplers among uniform, pass_rate, dynamic"):
+        sampler_list("uniform,hardest")

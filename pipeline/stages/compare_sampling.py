@@ -20,6 +20,8 @@ results in ``<output_dir>/<name>-sampling/``, with each sampler's steps, questio
 
 from __future__ import annotations
 
+import dataclasses
+
 from pipeline.config import ConfigError, RunConfig
 from pipeline.stages import compare_objectives
 
@@ -42,6 +44,10 @@ def check(cfg: RunConfig) -> None:
                           "has something to act on, e.g. train.question_pool=2000")
 
 
-def main(cfg: RunConfig, seeds: tuple[int, ...] = SEEDS, table_only: bool = False) -> int:
+def main(cfg: RunConfig, seeds: tuple[int, ...] = SEEDS, table_only: bool = False,
+         samplers: tuple[str, ...] = tuple(SAMPLERS)) -> int:
+    """``samplers``: those to run or tabulate, the first the reference of the table's differences
+    (a lane of a comparison split over processes runs some of them: each cell is its own run)."""
     check(cfg)
-    return compare_objectives.main(cfg, seeded=tuple(SAMPLERS), seeds=seeds, table_only=table_only, suite=SAMPLING)
+    return compare_objectives.main(cfg, seeded=samplers, seeds=seeds, table_only=table_only, suite=dataclasses.replace(
+        SAMPLING, variants={s: SAMPLERS[s] for s in samplers}))
