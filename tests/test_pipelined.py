@@ -134,23 +134,52 @@ def test_hf_process_engine_matches_in_process_generation(tiny_setup):
         engine.close()
 
 
-def test_resume_mid_pipeline_neither_replays_nor_skips(tiny_setup):
+# Half the groups flat (even gold: reward 0), so that dynamic sampling has groups to replace
+ODD_GOLD = "reward.weights={tests.helpers:digit_fraction_odd_gold: 1.0}"
+
+
+@pytest.mark.parametrize("extra", [[], [ODD_GOLD, "train.dynamic_sampling=true", "train.sampling=pass_rate"]],
+                         ids=["uniform", "dynamic-pass_rate"])
+def test_resume_mid_pipeline_neither_replays_nor_skips(tiny_setup, extra):
     overrides, _ = tiny_setup
     common = [*overrides, *FAST, "train.steps=4", "train.async_staleness=1", "rollout.engine=hf_process",
-              "rollout.worker_threads=1", "train.save_every=2"]
-    straight = trainer.train(load_run_config(None, [*common, "name=pipe_straight"]))
+              "rollout.worker_threads=1", "train.save_every=2", *extra]
+    tag = "dyn" if extra else "plain"
+    straight = trainer.train(load_run_config(None, [*common, f"name=pipe_straight_{tag}"]))
     env = {**os.environ, "MATHRL_CRASH_AFTER_STEP": "2"}
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "train", *common, "name=pipe_killed"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "train", *common, f"name=pipe_killed_{tag}"], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == -9, proc.stderr[-2000:]
-    killed = straight.parent / "pipe_killed"
+    killed = straight.parent / f"pipe_killed_{tag}"
     saved = torch.load(killed / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)
     assert [r["step"] for r in saved["in_flight"]] == [3] and saved["in_flight"][0]["version"] == 1
-    trainer.train(load_run_config(None, [*common, "name=pipe_killed"]))
+    trainer.train(load_run_config(None, [*common, f"name=pipe_killed_{tag}"]))
     assert comparable(read_metrics(killed)) == comparable(read_metrics(straight))
     assert torch.equal(flat(killed / "final"), flat(straight / "final"))
     seen = [line for line in (killed / "samples.jsonl").read_text().splitlines()]
     assert len(seen) == len((straight / "samples.jsonl").read_text().splitlines())
+
+
+def test_dynamic_sampling_refills_flat_groups_in_the_pipelined_loop(tiny_setup):
+    """Groups of even-gold problems are flat: the pipelined loop replaces them with groups of newly
+    drawn questions, so every trained row teaches, at the cost of more questions drawn."""
+    args = ["train.steps=3", "train.async_staleness=1", "train.beta=0", "train.skip_zero_advantage=true", ODD_GOLD]
+    plain = read_metrics(trainer.train(cfg_of(tiny_setup, "pipe_nodyn", *args)))
+    dyn = read_metrics(trainer.train(cfg_of(tiny_setup, "pipe_dyn", *args, "train.dynamic_sampling=true")))
+    assert max(r["skipped_frac"] for r in plain) > 0 and all(r["skipped_frac"] == 0 for r in dyn)
+    assert all(r["zero_std_frac"] > 0 for r in dyn)  # flat groups were seen, and dropped
+    assert [r["sampling/drawn"] for r in plain] == [6, 9, 9]  # one batch ahead, none past the last step
+    assert dyn[-1]["sampling/drawn"] > 9
+    assert [r["staleness"] for r in dyn] == [0.0, 1.0, 1.0]
+
+
+def test_pass_rate_sampling_observes_every_pipelined_batch(tiny_setup):
+    """The pipelined loop tells the sampler each batch's pass rates (it used to skip that, so
+    pass_rate drew exactly like uniform there): 3 steps x 3 questions, all recorded."""
+    run_dir = trainer.train(cfg_of(tiny_setup, "pipe_passrate", "train.steps=3", "train.async_staleness=1",
+                                   "train.sampling=pass_rate"))
+    saved = torch.load(run_dir / "checkpoints" / "step_3" / "trainer_state.pt", weights_only=False)
+    assert len(saved["sampler"]["seen"]) == 9
 
 
 @pytest.mark.parametrize("fault,expect", [("crash:2", "exited with code 23"),
@@ -190,7 +219,6 @@ def test_a_batch_older_than_the_cap_stops_with_one_line(tiny_setup):
 
 @pytest.mark.parametrize("extra,message", [
     (["train.async_staleness=1", "rollout.tis_cap=0"], "set rollout.tis_cap > 0"),
-    (["train.async_staleness=1", "train.dynamic_sampling=true"], "set train.dynamic_sampling=false"),
     (["train.async_staleness=-1"], "train.async_staleness must be >= 0"),
     (["rollout.engine=hf_process", "model.lora=true"], "hf_process pushes the full model"),
     (["rollout.worker_timeout_s=0"], "rollout.worker_timeout_s > 0"),
@@ -198,6 +226,13 @@ def test_a_batch_older_than_the_cap_stops_with_one_line(tiny_setup):
 def test_bad_combinations_are_one_line_config_errors(tiny_setup, extra, message):
     with pytest.raises(ConfigError, match=message):
         cfg_of(tiny_setup, "bad", *extra)
+
+
+def test_pipelined_dynamic_sampling_under_torchrun_is_a_config_error(tiny_setup, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="dynamic sampling's batches in one process only"):
+        cfg_of(tiny_setup, "bad", "train.questions_per_step=4", "train.async_staleness=1",
+               "train.dynamic_sampling=true")
 
 
 def test_the_base_submit_is_a_done_pending_with_the_pushed_version():

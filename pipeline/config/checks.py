@@ -436,9 +436,9 @@ def check_pipelined(cfg) -> None:
     if r.tis_cap <= 0:
         raise ConfigError(f"train.async_staleness={k} corrects stale batches with the engine's log-probs: set "
                           "rollout.tis_cap > 0 (e.g. 2; docs/pipelined.md)")
-    if t.dynamic_sampling:
-        raise ConfigError(f"train.async_staleness={k} cannot refill a batch that is still being generated: set "
-                          "train.dynamic_sampling=false")
+    if t.dynamic_sampling and world_size() > 1:
+        raise ConfigError(f"train.async_staleness={k} refills dynamic sampling's batches in one process only: "
+                          "set train.dynamic_sampling=false or train.async_staleness=0 under torchrun")
     if t.fsdp or cfg.model.lora:
         raise ConfigError(f"train.async_staleness={k} needs full weights to push between batches: set "
                           "train.fsdp=false and model.lora=false")

@@ -153,7 +153,7 @@ def collect_groups(cfg, state: TrainState, timer: dict) -> tuple[list[Episode], 
         sampler.observe(groups)  # pass-rate sampling learns from every rank's scores (sampling.py)
         groups = distributed.gather_list(groups) if spread else groups
         for group in groups:
-            flat = max(e.reward for e in group) == min(e.reward for e in group)
+            flat = is_flat(group)
             zero_groups += flat
             total_groups += 1
             if not (cfg.train.dynamic_sampling and flat):
@@ -171,6 +171,11 @@ def collect_groups(cfg, state: TrainState, timer: dict) -> tuple[list[Episode], 
         for e in group:
             e.group = gi
     return episodes, zero_groups / max(1, total_groups)
+
+
+def is_flat(group: list[Episode]) -> bool:
+    """All G rewards equal: the group's advantages are 0 and it teaches nothing (dynamic sampling drops it)."""
+    return max(e.reward for e in group) == min(e.reward for e in group)
 
 
 def rollout(cfg, engine, tok, problems: list[dict], timer, first_draw: int = 0,

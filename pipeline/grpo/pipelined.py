@@ -13,6 +13,13 @@ The trainer asks a batch source for step t's batch (``take``), updates on it, th
   inside one. Batch t is then generated with the weights of optimizer step max(0, t - 1 - k): it is
   at most k steps old (its ``staleness`` is logged). A batch older than k stops the run (``StaleBatch``).
 
+Batch t is scored before batches t + 1 .. t + k are submitted, so that what it taught is known when
+they are drawn: ``train.sampling=pass_rate`` observes it first, and with ``train.dynamic_sampling``
+(DAPO) its all-equal groups are dropped and refilled here, in up to ``train.max_resample_rounds`` rounds
+of fresh questions generated at once with the weights last pushed (fresher than the batch's own),
+while the trainer waits: a refill costs its generation time, uncovered. (One process only: the
+synchronous loop's refill under torchrun keeps every rank's share equal, this one does not.)
+
 Off-policy correction (decoupled PPO, Fu et al. 2025, "AReaL", arXiv:2505.24298): the
 ratio is taken against the proximal policy, the trainer's own log-probs of the batch just before
 the update (``finish_batch`` keeps them as ``old_logp``), and clipped as usual; each token is weighted
@@ -32,7 +39,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from pipeline.grpo.batch import Batch, finish_batch, generate_calls, make_batch, scored_groups, timed
+from pipeline.grpo.batch import Batch, finish_batch, generate_calls, is_flat, make_batch, scored_groups, timed
 from pipeline.grpo.components import TrainState
 from pipeline.grpo.precision import autocast_for
 from pipeline.parallel import distributed
@@ -92,24 +99,57 @@ class PipelinedBatches:
         state.engine.push(state.policy, start)  # the engine now samples from step `start`'s weights
 
     def take(self, step: int, timer: dict) -> Batch:
-        while self.next_step <= min(step + self.k, self.cfg.train.steps):
+        while self.next_step <= step:  # the first step of a run (later ones were submitted ahead)
             self._submit(self.next_step)
         item = self.queue.popleft()
         assert item.step == step, f"in-flight batch for step {item.step} taken at step {step}"
-        with timed(timer, "rollout_wait"):  # the time the trainer stood idle waiting for the engine
-            samples = [s for p in item.pendings for s in p.result(self.timeout)]
-        version = min(p.version for p in item.pendings)
+        groups, version = self._scored(item.problems, item.pendings, timer)
         staleness = step - 1 - version
         if not 0 <= staleness <= self.k:
             raise StaleBatch(f"the batch for step {step} was generated with the weights of step {version}, "
                              f"{staleness} steps old, outside train.async_staleness={self.k}; resume with the "
                              "async_staleness that wrote the checkpoint")
-        timer["rollout"] = sum(p.seconds for p in item.pendings)  # the engine's own time on it
-        groups = scored_groups(self.cfg, item.problems, samples[:len(item.problems)], timer)
-        flat = sum(max(e.reward for e in g) == min(e.reward for e in g) for g in groups)
-        batch = finish_batch(self.cfg, self.state, [e for g in groups for e in g], flat / max(1, len(groups)), timer)
+        flat, total = sum(map(is_flat, groups)), len(groups)
+        if self.cfg.train.dynamic_sampling:
+            groups, flat, total = self._refill(groups, timer)
+        while self.next_step <= min(step + self.k, self.cfg.train.steps):
+            self._submit(self.next_step)
+        for gi, g in enumerate(groups):
+            for e in g:
+                e.group = gi
+        batch = finish_batch(self.cfg, self.state, [e for g in groups for e in g], flat / max(1, total), timer)
         batch.mismatch["staleness"] = float(staleness)
         return batch
+
+    def _scored(self, problems: list[dict], pendings: list[Pending], timer: dict) -> tuple[list[list], int]:
+        """The scored groups of submitted generations (waiting for them) and the oldest version that made
+        them; the sampler observes them."""
+        with timed(timer, "rollout_wait"):  # the time the trainer stood idle waiting for the engine
+            samples = [s for p in pendings for s in p.result(self.timeout)]
+        timer["rollout"] = timer.get("rollout", 0.0) + sum(p.seconds for p in pendings)  # the engine's own time
+        groups = scored_groups(self.cfg, problems, samples[:len(problems)], timer)
+        self.state.sampler.observe(groups)
+        return groups, min(p.version for p in pendings)
+
+    def _refill(self, groups: list[list], timer: dict) -> tuple[list[list], int, int]:
+        """Dynamic sampling: (the groups kept, flat groups seen, groups seen). Flat groups are replaced by
+        groups of newly drawn questions, generated now, in up to max_resample_rounds rounds; when every
+        round was flat the last round is trained on (advantage 0), as in batch.collect_groups."""
+        cfg, state = self.cfg, self.state
+        want, flat, total = len(groups), sum(map(is_flat, groups)), len(groups)
+        kept = [g for g in groups if not is_flat(g)]
+        for _ in range(cfg.train.max_resample_rounds):
+            if len(kept) >= want:
+                break
+            first = state.sampler.drawn
+            problems = state.sampler.take(want - len(kept))
+            calls = generate_calls(cfg, state.tokenizer, problems, first, logprobs=True)
+            with autocast_for(cfg, state.engine):
+                pendings = [state.engine.submit(prompts, cfg.rollout.group_size, params) for prompts, params in calls]
+            groups, _ = self._scored(problems, pendings, timer)
+            flat, total = flat + sum(map(is_flat, groups)), total + len(groups)
+            kept += [g for g in groups if not is_flat(g)]
+        return kept or groups, flat, total
 
     def updated(self, step: int) -> None:
         self.state.engine.push(self.state.policy, step)

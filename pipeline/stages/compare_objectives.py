@@ -40,7 +40,7 @@ from pipeline.config import RunConfig, with_overrides
 VARIANTS: dict[str, tuple[str, ...]] = {
     "grpo": (),  # the CPU default, whose pipelined loop already corrects staleness by token TIS (cap 2)
     "dr-grpo": ("train.adv_scale=none", "train.loss_type=dr_grpo"),
-    # DAPO less dynamic sampling, which the pipelined loop cannot do (it cannot refill a batch in flight)
+    # DAPO's objective; its dynamic sampling is a sampler, compared by `mathrl compare-sampling`
     "dapo": ("train.clip_high=0.28", "train.loss_type=dapo", "train.mask_truncated=true"),
     "gspo": ("train.importance_level=sequence",),
     "2-grpo": ("rollout.group_size=2", "train.questions_per_step=64"),  # configs/two_grpo.yaml's recipe

@@ -10,9 +10,10 @@ rollout compute. Three samplers from the config's SFT model, each on every GRPO 
 Same compute means the same questions drawn, G rollouts each: every run stops once it has drawn
 ``train.steps x train.questions_per_step`` (``train.max_questions``), so dynamic sampling, which
 draws more per step, trains fewer steps; a question pass_rate passes over costs nothing. All three
-run the synchronous trainer (``train.async_staleness=0``), because the pipelined one cannot refill a
-batch in flight. Questions come from the first ``train.question_pool`` of the training split, which
-must be smaller than the questions drawn: pass_rate acts only on questions it has seen.
+run the config's trainer (the CPU default's is pipelined: dynamic sampling's refills are generated
+while the trainer waits, pipeline/grpo/pipelined.py). Questions come from the first
+``train.question_pool`` of the training split, which must be smaller than the questions drawn:
+pass_rate acts only on questions it has seen.
 
 The cells, tables and noise verdicts are compare-objectives' (pipeline/stages/compare_objectives.py):
 results in ``<output_dir>/<name>-sampling/``, with each sampler's steps, questions and minutes.
@@ -30,8 +31,8 @@ SAMPLERS: dict[str, tuple[str, ...]] = {
     "pass_rate": ("train.sampling=pass_rate",),
     "dynamic": ("train.dynamic_sampling=true",),
 }
-SAMPLING = compare_objectives.Suite("smp", "sampling", "Question samplers on the same questions drawn", SAMPLERS,
-                                    ("train.async_staleness=0",), same_questions=True)
+SAMPLING = compare_objectives.Suite("smp", "sampling", "Question samplers on the same questions drawn", SAMPLERS, (),
+                                    same_questions=True)
 SEEDS = (0, 1, 2)
 
 
