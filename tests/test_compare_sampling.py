@@ -61,8 +61,10 @@ def test_small_comparison_spends_the_same_questions(tiny_setup):
     assert set(cells) == set(cs.SAMPLERS)
     assert {v: (c["cost"]["steps"], c["cost"]["questions"]) for v, c in cells.items()} == {
         "uniform": (3, 6), "pass_rate": (3, 6), "dynamic": (1, 8)}
+    assert (out / "results.png").stat().st_size > 10_000
     table = (out / "results.md").read_text()
-    assert "until 6 questions are drawn" in table and "| dynamic | 1 | 1 | 8 |" in table
+    assert "until 6 questions are drawn (at most 3 steps of 2 questions)" in table
+    assert "| dynamic | 1 | 1 | 8 |" in table
 
 
 def test_samplers_option_parses_and_refuses_unknown_names():

@@ -13,9 +13,9 @@ The cells are the seed grid's (pipeline/stages/seed_grid.py): the same "before" 
 the SFT model is unchanged, and a finished cell (``cell.json``, current while its config and SFT
 model are the same: pipeline/freshness.py) is read back instead of rerun, so an interrupted
 comparison continues where it stopped. It writes ``<output_dir>/<name>-objectives/results.json``
-(every cell, its final policy entropy, the summary) and ``results.md``: per variant and eval, the
-accuracy after, the gain over before, and whether its difference from the reference variant is
-within noise.
+(every cell, its final policy entropy and cost, the summary), ``results.md``: per variant and eval,
+the accuracy after, the gain over before, and whether its difference from the reference variant is
+within noise, and ``results.png``: every run's gain, per variant and eval.
 
 Noise: the seeded variants' seed standard deviations, pooled (s, with their degrees of freedom). A
 one-seed variant's difference d from the reference's mean of n seeds is within noise when |d| is
@@ -174,10 +174,11 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path, su
     keys = list(cells[0]["after"])
     before = cells[0]["before"]
     noise_text = ", ".join(f"{names[k]} {100 * v['std']:.1f} ({v['df']} df)" for k, v in summary["noise"].items())
-    budget = (f"each run until {cfg.train.steps * cfg.train.questions_per_step} questions are drawn (at most "
-              f"{cfg.train.steps} steps)" if suite.same_questions else f"each run {cfg.train.steps} steps")
+    steps = f"{cfg.train.steps} steps of {cfg.train.questions_per_step} questions"
+    budget = (f"each run until {cfg.train.steps * cfg.train.questions_per_step} questions are drawn (at most {steps})"
+              if suite.same_questions else f"each run {steps}")
     lines = [f"# {suite.title} from one SFT start ({len(cells)} GRPO runs)", "",
-             f"Task `{cfg.train.task}`; {budget} x {cfg.train.questions_per_step} questions x "
+             f"Task `{cfg.train.task}`; {budget}, "
              f"G = {cfg.rollout.group_size} (unless a variant's overrides below say otherwise), lr {cfg.train.lr:g}, "
              "shared overrides "
              f"{' '.join(suite.shared) or 'none'}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
@@ -201,6 +202,39 @@ def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path, su
     lines += ["", "Overrides of each variant (on the config and the shared ones):", ""]
     lines += [f"- `{v}`: {' '.join(f'`{o}`' for o in suite.variants[v]) or '(none)'}" for v in summary["variants"]]
     path.write_text("\n".join(lines) + "\n")
+
+
+def write_plot(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) -> None:
+    """One panel per eval: each variant's gain over "before" on every seed (dots) and their mean (bar),
+    the variant labelled with what a run cost: how far apart the variants are, against the seeds' spread."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pipeline.stages.seed_grid import metric_names
+
+    names, keys, variants = metric_names(cfg), list(cells[0]["after"]), list(summary["variants"])
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 2.4 * len(keys)), 3.8), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for i, v in enumerate(variants):
+            gains = [100 * (c["after"][key] - c["before"][key]) for c in cells if c["variant"] == v]
+            ax.bar(i, sum(gains) / len(gains), color=f"C{i}", alpha=0.35)
+            ax.plot([i] * len(gains), gains, "o", color=f"C{i}", markersize=4)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_xticks(range(len(variants)), [_cost_label(v, summary["variants"][v]) for v in variants], fontsize=7)
+        ax.set_title(names.get(key, key), fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("gain over the SFT model, points")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _cost_label(variant: str, s: dict) -> str:
+    parts = [variant] + [f"{s[k]:{f}}{unit}" for k, f, unit in (("steps", ".0f", " steps"), ("minutes", ".1f", " min"))
+                         if s.get(k) is not None]
+    return "\n".join(parts)
 
 
 def _number(value, fmt: str) -> str:
@@ -236,9 +270,10 @@ def main(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...
     summary = summarise(cells, seeded[0])
     (out / "results.json").write_text(json.dumps({"summary": summary, "cells": cells}, indent=1))
     write_table(summary, cells, cfg, out / "results.md", suite)
+    write_plot(summary, cells, cfg, out / "results.png")
     print((out / "results.md").read_text())
     return 0
 
 
 __all__ = ["OBJECTIVES", "REFERENCE", "SEEDED", "SEEDS", "SHARED", "VARIANTS", "Suite", "cell_config", "main", "noise",
-           "plan", "run_cost", "summarise", "write_table"]
+           "plan", "run_cost", "summarise", "write_plot", "write_table"]
