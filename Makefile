@@ -98,13 +98,16 @@ STEPS ?= 150
 compare-objectives: setup data
 	$(MATHRL) compare-objectives --config $(CONFIG) train.steps=$(STEPS) $(OVERRIDES)
 
-# uniform vs pass-rate vs dynamic sampling from the config's SFT model, each until train.steps x
+# uniform vs pass-rate vs dynamic sampling from the config's SFT model, each until SAMPLING_STEPS x
 # questions_per_step questions are drawn, from a pool of POOL questions so that they come back
-# (docs/cpu_default.md, "Which questions to draw"); a short try: make compare-sampling SAMPLING_SEEDS=0 eval.limit=20
-POOL ?= 2000
+# (docs/cpu_default.md, "Which questions to draw": the defaults are that run, ~90 min on 2 cores);
+# a short try: make compare-sampling SAMPLING_SEEDS=0 SAMPLING_STEPS=20 POOL=100 eval.limit=20
+POOL ?= 1000
+SAMPLING_STEPS ?= 300
 SAMPLING_SEEDS ?= 0,1,2
 compare-sampling: setup data
-	$(MATHRL) compare-sampling --config $(CONFIG) --seeds $(SAMPLING_SEEDS) train.question_pool=$(POOL) $(OVERRIDES)
+	$(MATHRL) compare-sampling --config $(CONFIG) --seeds $(SAMPLING_SEEDS) train.steps=$(SAMPLING_STEPS) \
+		train.question_pool=$(POOL) $(OVERRIDES)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
