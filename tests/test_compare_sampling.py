@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pipeline.config import ConfigError, load_run_config, to_dict
+from pipeline.config.checks import check_sampling_pool
 from pipeline.stages import compare_objectives as co
 from pipeline.stages import compare_sampling as cs
 
@@ -39,10 +40,15 @@ def test_cells_differ_only_in_the_sampler_and_share_the_question_budget():
 
 
 @pytest.mark.parametrize("pool", [0, 9600, 20000])
-def test_a_pool_that_is_never_revisited_is_refused(pool):
+def test_a_pool_that_is_never_revisited_is_refused(pool, capsys):
+    from pipeline import cli
+
     cfg = load_run_config("configs/cpu_tiny.yaml", [f"train.question_pool={pool}"])
     with pytest.raises(ConfigError, match=f"draws 9600 questions .* below that \\(got {pool}\\)"):
-        cs.check(cfg)
+        check_sampling_pool(cfg)
+    # the command says so in one line, before it prepares data or trains anything
+    assert cli.main(["compare-sampling", "--config", "configs/cpu_tiny.yaml", f"train.question_pool={pool}"]) == 2
+    assert capsys.readouterr().err.strip().startswith("mathrl: config error: compare-sampling draws 9600")
 
 
 def test_small_comparison_spends_the_same_questions(tiny_setup):

@@ -160,6 +160,7 @@ def test_gsm_synth_prepared_from_other_settings_is_refused(tmp_path):
     ("experiment", ["stages=[train, eval]", "train.task=gsm8k"], ["gsm8k"]),
     ("seed-grid", ["stages=[train]", "eval.dataset=math500"], ["math500", "gsm-synth"]),  # SFT and evals too
     ("compare-objectives", ["stages=[train]", "eval.dataset=math500"], ["math500", "gsm-synth"]),
+    ("compare-sampling", ["stages=[train]", "eval.dataset=math500"], ["math500", "gsm-synth"]),
     ("eval", ["eval.dataset=my/own.jsonl"], []),
 ])
 def test_datasets_for_names_what_each_stage_reads(stage, overrides, expected):

@@ -418,9 +418,20 @@ def check_options(cfg, stage: str, options: dict) -> None:
         raise ConfigError(f"--scorer must be one of {', '.join(scorers)}, got {options['scorer']!r}")
     if stage == "eval-prm" and options["scorer"] != "rules" and not cfg.reward.prm:
         raise ConfigError(f"eval-prm --scorer {options['scorer']} needs reward.prm (a PRM directory or hub id)")
+    if stage == "compare-sampling":
+        check_sampling_pool(cfg)
     if stage == "seed-grid" and cfg.sft.corrupt_frac == 0 and "clean" not in options["starts"]:
         raise ConfigError(f"seed-grid: no warm start left from {options['starts']} (the config's sft.corrupt_frac is "
                           "0, so `corrupted` is the same as `clean`)")
+
+
+def check_sampling_pool(cfg) -> None:
+    """`mathrl compare-sampling`: the question pool must come back, or pass_rate is uniform sampling."""
+    draws, pool = cfg.train.steps * cfg.train.questions_per_step, cfg.train.question_pool
+    if not 0 < pool < draws:
+        raise ConfigError(f"compare-sampling draws {draws} questions (train.steps x train.questions_per_step); set "
+                          f"train.question_pool below that (got {pool}) so that questions come back and pass_rate "
+                          "has something to act on, e.g. train.question_pool=1000")
 
 
 def check_pipelined(cfg) -> None:

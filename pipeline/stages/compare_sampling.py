@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.config import ConfigError, RunConfig
+from pipeline.config import RunConfig
+from pipeline.config.checks import check_sampling_pool
 from pipeline.stages import compare_objectives
 
 SAMPLERS: dict[str, tuple[str, ...]] = {
@@ -36,19 +37,10 @@ SAMPLING = compare_objectives.Suite("smp", "sampling", "Question samplers on the
 SEEDS = (0, 1, 2)
 
 
-def check(cfg: RunConfig) -> None:
-    """The pool must be revisited, or pass_rate is uniform sampling."""
-    draws, pool = cfg.train.steps * cfg.train.questions_per_step, cfg.train.question_pool
-    if not 0 < pool < draws:
-        raise ConfigError(f"compare-sampling draws {draws} questions (train.steps x train.questions_per_step); set "
-                          f"train.question_pool below that (got {pool}) so that questions come back and pass_rate "
-                          "has something to act on, e.g. train.question_pool=2000")
-
-
 def main(cfg: RunConfig, seeds: tuple[int, ...] = SEEDS, table_only: bool = False,
          samplers: tuple[str, ...] = tuple(SAMPLERS)) -> int:
     """``samplers``: those to run or tabulate, the first the reference of the table's differences
     (a lane of a comparison split over processes runs some of them: each cell is its own run)."""
-    check(cfg)
+    check_sampling_pool(cfg)  # also checked by the command, before it prepares data
     return compare_objectives.main(cfg, seeded=samplers, seeds=seeds, table_only=table_only, suite=dataclasses.replace(
         SAMPLING, variants={s: SAMPLERS[s] for s in samplers}))
