@@ -68,8 +68,8 @@ REFERENCE = SEEDED[0]
 
 @dataclass(frozen=True)
 class Suite:
-    """One comparison from one SFT start: its variants (name -> config overrides, the first the
-    reference), the overrides every cell shares, and names. `mathrl compare-sampling` is a second
+    """One comparison from one SFT start: its variants (name -> config overrides), the overrides
+    every cell shares, and names. `mathrl compare-sampling` is a second
     suite (pipeline/stages/compare_sampling.py)."""
 
     tag: str  # cells: <config name>-<tag>-<variant>-seed<s>
@@ -215,14 +215,17 @@ def write_plot(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) -> 
     from pipeline.stages.seed_grid import metric_names
 
     names, keys, variants = metric_names(cfg), list(cells[0]["after"]), list(summary["variants"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 2.4 * len(keys)), 3.8), squeeze=False)
+    many = len(variants) > 4  # compare-objectives' 16: narrow bars, labels turned
+    panel = 0.4 * len(variants) if many else 2.4
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, panel * len(keys)), 5.0 if many else 3.8), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for i, v in enumerate(variants):
             gains = [100 * (c["after"][key] - c["before"][key]) for c in cells if c["variant"] == v]
             ax.bar(i, sum(gains) / len(gains), color=f"C{i}", alpha=0.35)
             ax.plot([i] * len(gains), gains, "o", color=f"C{i}", markersize=4)
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(range(len(variants)), [_cost_label(v, summary["variants"][v]) for v in variants], fontsize=7)
+        ax.set_xticks(range(len(variants)), [_cost_label(v, summary["variants"][v]) for v in variants], fontsize=7,
+                      rotation=90 if many else 0)
         ax.set_title(names.get(key, key), fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("gain over the SFT model, points")
