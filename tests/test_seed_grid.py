@@ -42,6 +42,15 @@ def test_plot_draws_one_line_per_run_and_eval(tmp_path):
     assert (tmp_path / "grid.png").stat().st_size > 5000
 
 
+def test_table_says_when_runs_stop_on_a_question_budget(tmp_path):
+    cells = [{"start": "s", "sft_seed": 0, "grpo_seed": 0, "before": {"": 0.5}, "after": {"": 0.7}}]
+    for extra, expect in (([], "600 steps x 16 questions x G = 8"),
+                          (["train.max_questions=9600"], "600 steps x 16 questions (stopping once 9600 are drawn)")):
+        cfg = load_run_config("configs/cpu_tiny.yaml", extra)
+        seed_grid.write_table(seed_grid.summarise(cells), cells, cfg, tmp_path / "t.md")
+        assert expect in (tmp_path / "t.md").read_text()
+
+
 @pytest.mark.slow
 def test_small_grid_runs_and_reads_finished_cells_back(tiny_setup, capsys):
     overrides, root = tiny_setup

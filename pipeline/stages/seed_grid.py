@@ -164,8 +164,10 @@ def grid_shape(cells: list[dict]) -> str:
 def write_table(summary: dict, cells: list[dict], cfg: RunConfig, path: Path) -> None:
     names = metric_names(cfg)
     lines = [f"# GRPO over seeds: {grid_shape(cells)}", "",
-             f"Task `{cfg.train.task}`; GRPO {cfg.train.steps} steps x {cfg.train.questions_per_step} questions x "
-             f"G = {cfg.rollout.group_size}, lr {cfg.train.lr:g}, beta {cfg.train.beta:g}; SFT {cfg.sft.steps} steps; "
+             f"Task `{cfg.train.task}`; GRPO {cfg.train.steps} steps x {cfg.train.questions_per_step} questions"
+             + (f" (stopping once {cfg.train.max_questions} are drawn)" if cfg.train.max_questions else "")
+             + f" x G = {cfg.rollout.group_size}, lr {cfg.train.lr:g}, beta {cfg.train.beta:g}; "
+             f"SFT {cfg.sft.steps} steps; "
              f"threads {cfg.threads}; eval on the first {cfg.eval.limit or 'all'} problems of each split. "
              f"Accuracies in points (x100); before = mean over the SFT models, gain = after - before per run.", "",
              "| warm start | eval | before | after | gain mean ± std | gain min | runs gained |",
