@@ -111,12 +111,9 @@ class PipelinedBatches:
                              "async_staleness that wrote the checkpoint")
         flat, total = sum(map(is_flat, groups)), len(groups)
         if self.cfg.train.dynamic_sampling:
-            groups, flat, total = self._refill(groups, timer)
+            groups, flat, total = self._refill(groups, flat, timer)
         while self.next_step <= min(step + self.k, self.cfg.train.steps):
             self._submit(self.next_step)
-        for gi, g in enumerate(groups):
-            for e in g:
-                e.group = gi
         batch = finish_batch(self.cfg, self.state, [e for g in groups for e in g], flat / max(1, total), timer)
         batch.mismatch["staleness"] = float(staleness)
         return batch
@@ -131,12 +128,13 @@ class PipelinedBatches:
         self.state.sampler.observe(groups)
         return groups, min(p.version for p in pendings)
 
-    def _refill(self, groups: list[list], timer: dict) -> tuple[list[list], int, int]:
-        """Dynamic sampling: (the groups kept, flat groups seen, groups seen). Flat groups are replaced by
-        groups of newly drawn questions, generated now, in up to max_resample_rounds rounds; when every
-        round was flat the last round is trained on (advantage 0), as in batch.collect_groups."""
+    def _refill(self, groups: list[list], flat: int, timer: dict) -> tuple[list[list], int, int]:
+        """Dynamic sampling: (the groups kept, numbered in order, flat groups seen, groups seen), from the
+        batch's ``groups`` of which ``flat`` are flat. Flat groups are replaced by groups of newly drawn
+        questions, generated now, in up to max_resample_rounds rounds; when every round was flat the
+        last round is trained on (advantage 0), as in batch.collect_groups."""
         cfg, state = self.cfg, self.state
-        want, flat, total = len(groups), sum(map(is_flat, groups)), len(groups)
+        want, total = len(groups), len(groups)
         kept = [g for g in groups if not is_flat(g)]
         for _ in range(cfg.train.max_resample_rounds):
             if len(kept) >= want:
@@ -149,7 +147,11 @@ class PipelinedBatches:
             groups, _ = self._scored(problems, pendings, timer)
             flat, total = flat + sum(map(is_flat, groups)), total + len(groups)
             kept += [g for g in groups if not is_flat(g)]
-        return kept or groups, flat, total
+        kept = kept or groups
+        for gi, g in enumerate(kept):
+            for e in g:
+                e.group = gi
+        return kept, flat, total
 
     def updated(self, step: int) -> None:
         self.state.engine.push(self.state.policy, step)

@@ -99,22 +99,18 @@ def plan(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...
     return [(v, s) for v in suite.variants for s in (seeds if v in seeded else seeds[:1])]
 
 
-def final_entropy(run_cfg: RunConfig) -> float | None:
-    """The policy entropy (nats / token) of the run's last logged step, or None."""
+def run_record(run_cfg: RunConfig) -> tuple[float | None, dict]:
+    """From one read of a cell's metrics: the policy entropy (nats / token) of its last logged step
+    (None when not logged), and what its GRPO spent: steps, questions drawn (G rollouts each; None
+    when not logged) and minutes of its steps."""
     from pipeline.grpo.run_log import read_metrics
 
-    rows = [r for r in read_metrics(layout.run_dir(run_cfg)) if "entropy" in r]
-    return rows[-1]["entropy"] if rows else None
-
-
-def run_cost(run_cfg: RunConfig) -> dict:
-    """What a cell's GRPO spent: steps, questions drawn (G rollouts each; None when not logged)
-    and minutes of its steps."""
-    from pipeline.grpo.run_log import read_metrics
-
-    rows = [r for r in read_metrics(layout.run_dir(run_cfg)) if "time/step" in r]
-    drawn = rows[-1].get("sampling/drawn") if rows else None
-    return {"steps": len(rows), "questions": drawn, "minutes": sum(r["time/step"] for r in rows) / 60}
+    rows = read_metrics(layout.run_dir(run_cfg))
+    entropies = [r["entropy"] for r in rows if "entropy" in r]
+    steps = [r for r in rows if "time/step" in r]
+    cost = {"steps": len(steps), "questions": steps[-1].get("sampling/drawn") if steps else None,
+            "minutes": sum(r["time/step"] for r in steps) / 60}
+    return (entropies[-1] if entropies else None), cost
 
 
 def noise(cells: list[dict], keys: list[str]) -> dict[str, tuple[float, int]]:
@@ -266,7 +262,8 @@ def main(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...
         if cell is None:
             print(f"{command}: {run_cfg.name} not finished; left out of the table")
             continue
-        cells.append({**cell, "variant": variant, "entropy": final_entropy(run_cfg), "cost": run_cost(run_cfg)})
+        entropy, cost = run_record(run_cfg)
+        cells.append({**cell, "variant": variant, "entropy": entropy, "cost": cost})
     if not any(c["variant"] == seeded[0] for c in cells):
         print(f"{command}: no finished run of the reference variant {seeded[0]}")
         return 1
@@ -279,4 +276,4 @@ def main(cfg: RunConfig, seeded: tuple[str, ...] = SEEDED, seeds: tuple[int, ...
 
 
 __all__ = ["OBJECTIVES", "REFERENCE", "SEEDED", "SEEDS", "SHARED", "VARIANTS", "Suite", "cell_config", "main", "noise",
-           "plan", "run_cost", "summarise", "write_plot", "write_table"]
+           "plan", "run_record", "summarise", "write_plot", "write_table"]
