@@ -15,7 +15,7 @@ from rewards.equivalence.equiv import is_equiv
 from rewards.outcome.answer import RewardResult, check, format_reward, score_completion
 from rewards.outcome.code import code_reward
 from rewards.registry import REWARDS, CombinedReward, build_reward, combine, get_reward, score_batch
-from rewards.steps.reward import StepReward, step_rewards
+from rewards.steps.reward import StepReward, expected_calculations, step_rewards
 
 
 def warmup(workers: int | None = None) -> bool:
@@ -43,5 +43,6 @@ __all__ = [
     "score_batch",
     "score_completion",
     "step_rewards",
+    "expected_calculations",
     "warmup",
 ]

@@ -123,6 +123,7 @@ BAD: dict[str, str | list[str]] = {
     "reward.policy": "loose",
     "reward.sandbox_backend": "chroot",
     "reward.truncated_zero": ["reward.truncated_zero=true", "train.advantage=process"],
+    "reward.charge_missing_steps": "maybe",
     "reward.prm": "not a model",
     "reward.prm_mix": "average",
     "reward.prm_rule_weight": "1.5",

@@ -246,6 +246,8 @@ class RewardConfig:
     """Sandbox backend for the code reward (`auto`: docker, else bwrap; see sandbox/)."""
     truncated_zero: bool = False
     """Training reward 0 for completions cut at rollout.max_new_tokens (finish_reason=length), as Oat's Dr. GRPO recipe; they stay in the loss (train.mask_truncated drops them instead)."""
+    charge_missing_steps: bool = True
+    """train.advantage=process: a wrong answer also pays the step penalty for each calculation of the problem's reference solution it did not write, so leaving a step out costs what a refuted one does (rewards/steps/reward.py, docs/process_supervision.md)."""
     prm: str = ""
     """Process reward model for train.advantage=process and `mathrl eval-prm`: a local directory or hub id of the Qwen2.5-Math-PRM family (steps joined by `<extra_0>`, P(step good) at each separator; docs/process_supervision.md); empty = rule-checked steps only."""
     prm_mix: Literal["rule_overrides", "weighted", "prm_only"] = "rule_overrides"

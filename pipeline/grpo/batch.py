@@ -209,6 +209,7 @@ def scored_groups(cfg, problems: list[dict], samples, timer) -> list[list[Episod
     groups = [[Episode(problem_id=p["id"], group=qi, sample=j, prompt=s.prompt, completion=s.completion,
                        prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, finish_reason=s.finish_reason,
                        gold=p["answer"], engine_logprobs=s.logprobs, question=p["question"],
+                       solution=p.get("solution") or "",
                        tool_spans=list(s.tool_spans), tool_stats=dict(s.tool_stats), turns=list(s.turns))
                for j, s in enumerate(group)]
               for qi, (p, group) in enumerate(zip(problems, samples))]

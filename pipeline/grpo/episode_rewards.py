@@ -6,7 +6,8 @@ Components run in a thread pool (`reward.workers`); the checkers themselves are 
 
 Process supervision (DeepSeekMath 4.1.3): the step rewards come from `rewards.step_rewards`
 (a penalty at each step judged wrong, the final step carrying the outcome, which is reused from
-the outcome reward rather than graded twice), the judgement from the rule checks, or from a
+the outcome reward rather than graded twice, and on a wrong answer a charge for each calculation
+of the reference solution it left out, `reward.charge_missing_steps`), the judgement from the rule checks, or from a
 process reward model (`reward.prm`) combined with them. Weighted components other than
 correctness (the format bonus, say) are added to the final step so both supervision modes see
 the same incentives. Character spans become token indices through the tokenizer.
@@ -20,7 +21,7 @@ import rewards
 from pipeline.config import RewardConfig
 from pipeline.grpo.episodes import Episode, char_to_token_ends
 from rewards.steps.mix import StepMix
-from rewards.steps.reward import split_steps
+from rewards.steps.reward import StepRewardConfig, split_steps
 
 OUTCOME = "correct"
 
@@ -52,9 +53,15 @@ def add_step_rewards(episodes: list[Episode], cfg: RewardConfig, tokenizer, prm=
     rule checks as ``reward.prm_mix`` says (``rewards.steps.mix``)."""
     probs = prm_step_probabilities(episodes, prm) if prm is not None else [None] * len(episodes)
     mix = StepMix(cfg.prm_mix, cfg.prm_rule_weight, cfg.prm_threshold)
+    step_cfg = StepRewardConfig(charge_missing=cfg.charge_missing_steps)
+    expected: dict[tuple[str, str], int] = {}  # a group shares its reference solution: judge it once
     for ep, p in zip(episodes, probs):
+        key = (ep.solution, ep.gold)
+        if key not in expected:
+            expected[key] = rewards.expected_calculations(ep.solution, ep.gold)
         steps = rewards.step_rewards(ep.completion, ep.gold, cfg.style, timeout=cfg.timeout,
-                                     outcome=ep.rewards.get(OUTCOME), step_probs=p, mix=mix)
+                                     outcome=ep.rewards.get(OUTCOME), step_probs=p, mix=mix,
+                                     config=step_cfg, expected=expected[key])
         extra = sum(w * ep.rewards.get(name, 0.0) for name, w in cfg.weights.items() if name != OUTCOME)
         last = max(len(ep.completion_ids) - 1, 0)
         if not steps or not ep.completion_ids:
@@ -63,8 +70,9 @@ def add_step_rewards(episodes: list[Episode], cfg: RewardConfig, tokenizer, prm=
         ends = char_to_token_ends(tokenizer, ep.completion_ids, [s.end for s in steps])
         values = [float(s.reward) for s in steps]  # the final step includes the outcome
         values[-1] += extra
-        # The last step closes at the last token (EOS included) so no token is left without credit.
-        ends[-1] = last
+        # The last step closes at the last token (EOS included) so no token is left without credit;
+        # so do the charges placed with it (they share its span).
+        ends = [last if s.end == steps[-1].end else e for s, e in zip(steps, ends)]
         ep.step_rewards, ep.step_ends = values, [min(e, last) for e in ends]
 
 

@@ -35,6 +35,7 @@ class Episode:
     step_rewards: list[float] = field(default_factory=list)
     step_ends: list[int] = field(default_factory=list)  # token index of each step's last token
     question: str = ""  # the problem text without the prompt template (a process reward model reads it)
+    solution: str = ""  # the reference solution (process supervision counts the calculations it makes)
     tool_spans: list[tuple[int, int]] = field(default_factory=list)  # rollout.tools: tool-output tokens [start, end)
     tool_stats: dict[str, float] = field(default_factory=dict)  # rollout.tools: calls, errors, timeouts, sandbox_s
     turns: list[str] = field(default_factory=list)  # rollout.tools: the text of each policy turn

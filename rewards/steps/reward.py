@@ -20,19 +20,32 @@
      process arm of the sparse experiment learned to write fewer calculations
      (docs/process_supervision.md). With it a found slip costs no more than a hidden one, and
      the found one sits at the step that made it;
+   - with `expected` (the reference solution's calculations, `expected_calculations`), a wrong
+     answer pays `penalty` per calculation it did not write as well (`charge_missing`): it owes
+     max(penalty, charged + penalty x missing), missing = expected - its written steps (those
+     refuted, or credited below), never below 0. At 4x the compute the policy learned to write
+     fewer calculations again, since a wrong chain with two refuted steps paid twice what a
+     silent one did; now a step left out costs what a refuted one does, and more of the
+     completion's tokens, since its charge sits at the end. What it owes beyond its steps' points
+     goes at the final step in points of at most `penalty` each (the extra ones share the final
+     step's span and come just before it), so no point is lower than a refuted step's;
    - steps with nothing to judge get no point of their own: their tokens share the next point.
    Why this shape: in DeepSeekMath's normalisation (rewards normalised over all steps of the
    group, each token summing the normalised rewards of the steps from it to the end) every
    extra point moves a completion's advantage by (r - mean) / std, so points with no evidence
    behind them (0 for "nothing to check") reward or punish length, not correctness. Here a
-   completion has one point per false step plus one final point, and a wrong answer's final
+   completion has one point per false step (or charge) plus one final point, and a wrong answer's final
    point is at most `max_credit` < 1 <= a right answer's; since a false step's point is the
-   group's lowest value, a right answer with no false claim has a higher advantage than any
+   group's lowest value (no point is below -penalty), a right answer with no false claim has a higher advantage than any
    wrong answer at every token, however the wrong one is padded (tests/test_step_padding.py).
 4. Outcome: pass `outcome=` (the `RewardResult` or score the outcome reward already computed)
    to grade nothing twice; else, with a gold answer, `check(completion, gold, style, timeout)`
    grades it once. The final answer that claims must feed is the outcome's `pred`, or
    `extract_answer(completion, style)`.
+5. Expected calculations (`expected_calculations(solution, answer)`): the steps of a reference
+   solution that the same checks credit (true, non-trivial claims feeding its answer), e.g. one
+   per `<<a+b=c>>` line of a GSM8K or gsm-synth solution. Judging the reference with the
+   completion's own rules means a form the checks cannot read is expected from neither.
 """
 
 from __future__ import annotations
@@ -63,6 +76,7 @@ class StepRewardConfig:
     max_credit: float = 0.3
     penalty: float = 0.5
     charge_unflagged: bool = True
+    charge_missing: bool = True
 
     def __post_init__(self):
         if not (0 <= self.credit and 0 <= self.max_credit < 1 and self.penalty >= 0):
@@ -208,6 +222,30 @@ def check_steps(completion: str, answer: str | None = None) -> list[StepCheck]:
     return out
 
 
+def _credited(step: StepCheck) -> bool:
+    """A step whose claims all hold, one of them non-trivial and feeding the answer."""
+    return step.score == 1 and step.used > 0
+
+
+def expected_calculations(solution: str | None, answer: str | None) -> int:
+    """How many calculations a reference solution makes (module docstring, point 5); 0 without one."""
+    if not isinstance(solution, str) or not solution.strip():
+        return 0
+    return sum(_credited(s) for s in check_steps(solution, answer))
+
+
+def _charges(amount: float, room: float, size: float) -> tuple[float, list[float]]:
+    """`amount` split into what the final point takes (at most `room`) and extra charges of at
+    most `size` each."""
+    first = min(amount, max(room, 0.0))
+    amount -= first
+    extra = []
+    while size > 0 and amount > 1e-12:
+        extra.append(min(size, amount))
+        amount -= extra[-1]
+    return first, extra
+
+
 def _outcome(completion, gold, style, timeout, outcome, policy="lenient") -> tuple[float | None, str | None]:
     """(score, final answer text): reuse a given outcome, else grade once (or not at all)."""
     from rewards.answers.extract import extract_answer
@@ -229,9 +267,12 @@ def _outcome(completion, gold, style, timeout, outcome, policy="lenient") -> tup
 
 def step_rewards(completion: str, gold: str | None = None, style: str = "auto", *,
                  timeout: float = 5.0, outcome=None, config: StepRewardConfig | None = None,
-                 step_probs: Sequence[float | None] | None = None, mix: StepMix | None = None) -> list[StepReward]:
+                 step_probs: Sequence[float | None] | None = None, mix: StepMix | None = None,
+                 expected: int | None = None) -> list[StepReward]:
     """Reward points for process supervision (module docstring, points 3-4). `outcome`: the
-    outcome reward's `RewardResult` or score for this completion, reused as is.
+    outcome reward's `RewardResult` or score for this completion, reused as is. `expected`: the
+    calculations of the problem's reference solution (`expected_calculations`), for the charge
+    on calculations a wrong answer left out.
     `step_probs`: a process reward model's P(step correct) for each step of
     `split_steps(completion)` (None: no score), combined with the rule verdicts by `mix`
     (`rewards.steps.mix`: a step below the threshold gets a clipped penalty); without it the
@@ -248,17 +289,24 @@ def step_rewards(completion: str, gold: str | None = None, style: str = "auto", 
     mix = mix or StepMix()
     q = mix_scores(step_probs if step_probs is not None else [None] * len(steps), [s.score for s in steps], mix)
     values = penalties(q, mix.threshold, cfg.penalty)
-    charged = -sum(v for v in values if v < 0)
-    if cfg.charge_unflagged and score is not None and score <= 0 and charged < cfg.penalty:
-        values[-1] -= cfg.penalty - charged
-    credited = sum(s.score == 1 and s.used > 0 for s in steps)
+    charged = owed = -sum(v for v in values if v < 0)
+    if score is not None and score <= 0:
+        if cfg.charge_unflagged:
+            owed = max(owed, cfg.penalty)
+        if cfg.charge_missing and expected:
+            written = sum(s.score < 0 or _credited(s) for s in steps)
+            owed = max(owed, charged + cfg.penalty * max(0, expected - written))
+    on_final, extra = _charges(owed - charged, cfg.penalty + values[-1], cfg.penalty)
+    values[-1] -= on_final
     # credit pays for work behind a right answer only: on a wrong one, true steps earn nothing
-    credit = min(cfg.max_credit, cfg.credit * credited) if score is None or score > 0 else 0.0
+    credit = min(cfg.max_credit, cfg.credit * sum(map(_credited, steps))) if score is None or score > 0 else 0.0
     points, start = [], steps[0].start
     for j, s in enumerate(steps):
         last = j == len(steps) - 1
         if values[j] >= 0 and not last:
             continue
+        if last:
+            points += [StepReward(start, s.end, 0, value=-c) for c in extra]
         points.append(StepReward(start, s.end, s.score, len(s.claims), s.false_claims,
                                  score if last else None, values[j] + (credit if last else 0.0)))
         if not last:
@@ -276,7 +324,7 @@ def steps_score(completion: str, gold: str, style: str = "auto", timeout: float 
         if not score or not isinstance(completion, str):
             return 0.0
         steps = check_steps(completion, pred)
-        right = sum(s.score == 1 and s.used > 0 for s in steps)
+        right = sum(map(_credited, steps))
         wrong = sum(s.score < 0 for s in steps)
         return float(score) * (right / (right + wrong) if right + wrong else 1.0)
     except ValueError:
