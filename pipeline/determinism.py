@@ -10,9 +10,14 @@ Why each one (docs/cpu_default.md, "Determinism", has the measurement for ``cpu_
   have a deterministic variant use it (mostly CUDA scatter/index kernels), the others warn once.
 - ``cpu_isa``: ATen picks its vectorised kernels for the CPU it finds (AVX512 on the dev box),
   and they round differently from the AVX2 ones: five identical SFT steps end with different
-  weights under ``ATEN_CPU_CAPABILITY=avx2`` and the native AVX512 kernels. Pinning ``avx2`` (and
-  MKL's code path with ``MKL_CBWR``) gives every x86-64 CPU with AVX2 the same kernels. Both are
-  read when torch loads, so ``pin_cpu_kernels`` must run before the first ``import torch``: the
+  weights under ``ATEN_CPU_CAPABILITY=avx2`` and the native AVX512 kernels. Pinning ``avx2`` gives
+  every x86-64 CPU with AVX2 the same ATen kernels, but not the same matrix products:
+  ``MKL_CBWR=AVX2`` is a branch MKL keeps for Intel CPUs only, and on an AMD CPU it silently runs
+  MKL's own dispatch instead (on the AMD EPYC dev box AVX2, AVX512, SSE4_2 and AUTO give the same
+  bits, COMPATIBLE other ones), which is why an Intel and an AMD box gave different SFT models.
+  ``portable`` pins ATen to AVX2 and MKL to ``COMPATIBLE`` (SSE2 without approximate reciprocals),
+  the one branch MKL documents as giving the same results on Intel and non-Intel CPUs, at the cost
+  of slower matrix products (docs/cpu_default.md, "Determinism"). Both are read when torch loads, so ``pin_cpu_kernels`` must run before the first ``import torch``: the
   ``mathrl`` command does that before it imports a stage.
 
 Environment variables such as ``OMP_NUM_THREADS`` do not matter once ``threads`` is set:
@@ -26,7 +31,8 @@ import os
 import sys
 
 # cpu_isa -> (ATEN_CPU_CAPABILITY, MKL_CBWR)
-ISA_ENV = {"default": ("default", "COMPATIBLE"), "avx2": ("avx2", "AVX2"), "avx512": ("avx512", "AVX512")}
+ISA_ENV = {"default": ("default", "COMPATIBLE"), "avx2": ("avx2", "AVX2"), "avx512": ("avx512", "AVX512"),
+           "portable": ("avx2", "COMPATIBLE")}
 
 
 def pin_cpu_kernels(isa: str) -> None:

@@ -71,6 +71,9 @@ def test_cpu_kernels_are_pinned_before_torch_loads():
     pinned = _python("from pipeline import determinism; determinism.pin_cpu_kernels('avx2'); import os, torch; "
                      "print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])")
     assert pinned.stdout.split() == ["AVX2", "AVX2"], pinned.stderr[-2000:]
+    portable = _python("from pipeline import determinism; determinism.pin_cpu_kernels('portable'); import os, torch; "
+                       "print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])")
+    assert portable.stdout.split() == ["AVX2", "COMPATIBLE"], portable.stderr[-2000:]  # MKL's cross-vendor branch
     late = _python("import torch; from pipeline import determinism\n"
                    "native = torch.backends.cpu.get_cpu_capability()\n"
                    "try:\n    determinism.pin_cpu_kernels('default'); print('pinned', native)\n"

@@ -501,8 +501,8 @@ class RunConfig:
     """torch CPU threads for every stage, set and printed at its start (0 = torch's default, one per core: results may then depend on the machine's core count). Overrides OMP_NUM_THREADS."""
     deterministic: bool = False
     """torch.use_deterministic_algorithms(True, warn_only=True): ops with a deterministic variant use it."""
-    cpu_isa: Literal["", "default", "avx2", "avx512"] = ""
-    """Pin torch's and MKL's CPU kernels (ATEN_CPU_CAPABILITY, MKL_CBWR) so CPUs with different vector units compute the same floats; `avx2` covers any x86-64 CPU of the last decade. Set by `mathrl` before torch loads; empty = the CPU's best."""
+    cpu_isa: Literal["", "default", "avx2", "avx512", "portable"] = ""
+    """Pin torch's and MKL's CPU kernels (ATEN_CPU_CAPABILITY, MKL_CBWR) so CPUs with different vector units compute the same floats; `avx2` covers any Intel x86-64 CPU of the last decade (MKL keeps its AVX2 branch for Intel: an AMD CPU runs its own); `portable` is AVX2 ATen kernels with MKL's COMPATIBLE branch, the same on Intel and AMD, with slower matrix products. Set by `mathrl` before torch loads; empty = the CPU's best."""
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
