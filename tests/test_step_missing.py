@@ -157,3 +157,16 @@ def test_the_trainer_reads_the_reference_solution(charge):
     adv = process_advantages([e.step_rewards for e in eps], [e.step_ends for e in eps],
                              [len(e.completion_ids) for e in eps], group_size=2)
     assert torch.isfinite(adv).all()
+
+
+def test_fake_work_pays_what_an_honest_slip_does_and_never_less_than_the_penalty():
+    """Known limit, kept as a test: a written step is one the checks refute or credit, and
+    credited steps need not start from the question's numbers, so a wrong answer restated as
+    true calculations counts as written. It pays `penalty` once, as every wrong answer did
+    before the charge, the same as an honest chain with one found slip and less than silence;
+    it never pays less than `penalty`, so it never comes near a right answer."""
+    restated = "26 + 26 = 52\n50 + 2 = 52\n#### 52"
+    assert _total(restated) == pytest.approx(_total(FOUND)) == pytest.approx(-PENALTY)
+    assert _total(restated) > _total(SILENT)
+    many = "".join(f"{52 - k} + {k} = 52\n" for k in range(1, 30)) + "#### 52"
+    assert _total(many, expected=5) == pytest.approx(-PENALTY)
