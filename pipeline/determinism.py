@@ -17,8 +17,9 @@ Why each one (docs/cpu_default.md, "Determinism", has the measurement for ``cpu_
   bits, COMPATIBLE other ones), which is why an Intel and an AMD box gave different SFT models.
   ``portable`` pins ATen to AVX2 and MKL to ``COMPATIBLE`` (SSE2 without approximate reciprocals),
   the one branch MKL documents as giving the same results on Intel and non-Intel CPUs, at the cost
-  of slower matrix products (docs/cpu_default.md, "Determinism"). Both are read when torch loads, so ``pin_cpu_kernels`` must run before the first ``import torch``: the
-  ``mathrl`` command does that before it imports a stage.
+  of slower matrix products (docs/cpu_default.md, "Determinism"). Both are read when torch
+  loads, so ``pin_cpu_kernels`` must run before the first ``import torch``: the ``mathrl``
+  command does that before it imports a stage.
 
 Environment variables such as ``OMP_NUM_THREADS`` do not matter once ``threads`` is set:
 ``torch.set_num_threads`` overrides them (tests/test_determinism.py runs the same SFT + GRPO

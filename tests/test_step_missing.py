@@ -121,7 +121,8 @@ def test_no_point_is_lower_than_a_refuted_step():
 
 def test_the_padding_guarantee_holds_with_the_charge():
     """A right answer's advantage stays above every token of a wrong one, charged or not."""
-    wrong = [SILENT, FOUND, SHORT, "2 + 2 = 5\n" * 8 + "#### 5", "".join(f"{k} + 1 = {k + 1}\n" for k in range(1, 30)) + "#### 30"]
+    chain = "".join(f"{k} + 1 = {k + 1}\n" for k in range(1, 30)) + "#### 30"
+    wrong = [SILENT, FOUND, SHORT, "2 + 2 = 5\n" * 8 + "#### 5", chain]
     for w in wrong:
         for expected in (0, 2, 5):
             adv = _advantages([RIGHT, w], expected)

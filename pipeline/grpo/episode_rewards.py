@@ -7,10 +7,10 @@ Components run in a thread pool (`reward.workers`); the checkers themselves are 
 Process supervision (DeepSeekMath 4.1.3): the step rewards come from `rewards.step_rewards`
 (a penalty at each step judged wrong, the final step carrying the outcome, which is reused from
 the outcome reward rather than graded twice, and on a wrong answer a charge for each calculation
-of the reference solution it left out, `reward.charge_missing_steps`), the judgement from the rule checks, or from a
-process reward model (`reward.prm`) combined with them. Weighted components other than
-correctness (the format bonus, say) are added to the final step so both supervision modes see
-the same incentives. Character spans become token indices through the tokenizer.
+of the reference solution it left out, `reward.charge_missing_steps`), the judgement from the
+rule checks, or from a process reward model (`reward.prm`) combined with them. Weighted
+components other than correctness (the format bonus, say) are added to the final step so both
+supervision modes see the same incentives. Character spans become token indices through the tokenizer.
 """
 
 from __future__ import annotations

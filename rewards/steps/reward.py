@@ -34,10 +34,11 @@
    group, each token summing the normalised rewards of the steps from it to the end) every
    extra point moves a completion's advantage by (r - mean) / std, so points with no evidence
    behind them (0 for "nothing to check") reward or punish length, not correctness. Here a
-   completion has one point per false step (or charge) plus one final point, and a wrong answer's final
-   point is at most `max_credit` < 1 <= a right answer's; since a false step's point is the
-   group's lowest value (no point is below -penalty), a right answer with no false claim has a higher advantage than any
-   wrong answer at every token, however the wrong one is padded (tests/test_step_padding.py).
+   completion has one point per false step or charge plus one final point, and a wrong answer's
+   final point is at most `max_credit` < 1 <= a right answer's; since a false step's point is the
+   group's lowest value (no point is below -penalty), a right answer with no false claim has a
+   higher advantage than any wrong answer at every token, however the wrong one is padded
+   (tests/test_step_padding.py, tests/test_step_missing.py).
 4. Outcome: pass `outcome=` (the `RewardResult` or score the outcome reward already computed)
    to grade nothing twice; else, with a gold answer, `check(completion, gold, style, timeout)`
    grades it once. The final answer that claims must feed is the outcome's `pred`, or
