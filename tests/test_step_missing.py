@@ -93,6 +93,13 @@ def _advantages_without_charge(texts):
     return process_advantages(rewards, ends, [len(t) for t in texts], group_size=len(texts))
 
 
+def test_an_absurd_expected_count_is_bounded():
+    from rewards.steps.reward import MAX_STEPS
+
+    points = _points(SILENT, expected=10**9)  # a caller's mistake must not build a billion points
+    assert len(points) == MAX_STEPS and min(p.value for p in points) >= -PENALTY - 1e-9
+
+
 def test_cramming_false_claims_into_one_step_buys_nothing():
     """Written steps are counted by step, not by claim: five false claims on one line are one
     refuted step, and the four calculations it did not write are still owed."""

@@ -296,7 +296,8 @@ def step_rewards(completion: str, gold: str | None = None, style: str = "auto", 
             owed = max(owed, cfg.penalty)
         if cfg.charge_missing and expected:
             written = sum(s.score < 0 or _credited(s) for s in steps)
-            owed = max(owed, charged + cfg.penalty * max(0, expected - written))
+            missing = min(max(0, expected - written), MAX_STEPS)  # a reference has at most MAX_STEPS steps
+            owed = max(owed, charged + cfg.penalty * missing)
     on_final, extra = _charges(owed - charged, cfg.penalty + values[-1], cfg.penalty)
     values[-1] -= on_final
     # credit pays for work behind a right answer only: on a wrong one, true steps earn nothing
