@@ -14,6 +14,13 @@ def char_count(completion: str, gold: str, style: str = "auto") -> float:
     return len(completion) / 100
 
 
+class CharTokenizer:
+    """One token per character: decode is exact, so a step's character end is its token end."""
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids)
+
+
 def sft_cfg(tiny_setup, tmp_path, *extra):
     """A run config for a short SFT of the session's tiny model into ``tmp_path/sft`` (``extra``: more overrides)."""
     from pipeline.config import load_run_config

@@ -9,7 +9,7 @@ import rewards
 from pipeline.config import RewardConfig
 from pipeline.grpo.episodes import Episode
 from pipeline.grpo.episode_rewards import reward_episodes
-from tests.helpers import digit_fraction
+from tests.helpers import CharTokenizer, digit_fraction
 
 
 def _episode(completion: str, gold: str) -> Episode:
@@ -42,13 +42,6 @@ def _scored_group(texts, gold, cfg):
     return eps
 
 
-class _CharTokenizer:
-    """One token per character: decode is exact, so step ends are character offsets."""
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(i) for i in ids)
-
-
 def _with_ids(eps):
     for ep in eps:
         ep.completion_ids = [ord(c) for c in ep.completion]
@@ -74,7 +67,7 @@ def test_process_supervision_grades_the_outcome_once_per_completion(monkeypatch)
     cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", timeout=2.5, workers=1)
     texts = ["a: <<3+4=7>>7\n#### 7", "a: <<3+4=8>>8\n#### 8", "#### 7"]
     eps = _with_ids(_scored_group(texts, "7", cfg))
-    add_step_rewards(eps, cfg, _CharTokenizer())
+    add_step_rewards(eps, cfg, CharTokenizer())
     assert sorted(c for c, _, _ in calls) == sorted(texts)  # one grade per completion, in total
     assert {(s, t) for _, s, t in calls} == {("gsm8k", 2.5)}
     assert [ep.step_rewards[-1] for ep in eps] == [1.1, 0.0, 1.0]  # outcome + 0.1 credit for the used 3+4=7
@@ -94,7 +87,7 @@ def test_outcome_and_process_agree_under_the_run_style():
     cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", workers=1, policy="lenient")
     (ep,) = _with_ids(_scored_group([text], "7", cfg))
     assert ep.rewards["correct"] == 1.0 and ep.reward == 1.0
-    add_step_rewards([ep], cfg, _CharTokenizer())
+    add_step_rewards([ep], cfg, CharTokenizer())
     assert ep.step_rewards == [1.0] and ep.step_ends == [len(text) - 1]
     assert rewards.check(text, "7", "math").score == 0.0  # why the style must be the run's
     assert all(rewards.check("The answer is \\boxed{5}. #### 7", "7", style).score == 1.0

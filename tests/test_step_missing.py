@@ -18,6 +18,7 @@ from pipeline.grpo.episode_rewards import add_step_rewards, reward_episodes
 from pipeline.grpo.episodes import Episode
 from rewards import expected_calculations, step_rewards
 from rewards.steps.reward import StepRewardConfig
+from tests.helpers import CharTokenizer
 
 GOLD = "51"
 REFERENCE = "gets: <<12+5=17>>17\ntimes: <<17*3=51>>51\n#### 51"
@@ -36,10 +37,10 @@ def _total(text, expected=2, **kw):
     return sum(p.reward for p in _points(text, expected, **kw))
 
 
-def _advantages(texts, expected=2):
+def _advantages(texts, expected=2, **kw):
     rewards, ends = [], []
     for text in texts:
-        points = _points(text, expected)
+        points = _points(text, expected, **kw)
         rewards.append([p.reward for p in points])
         ends.append([p.end - 1 for p in points])
     return process_advantages(rewards, ends, [len(t) for t in texts], group_size=len(texts))
@@ -80,17 +81,8 @@ def test_the_found_slip_is_at_least_the_silent_one_at_every_token():
     n = min(len(FOUND), len(SILENT))
     assert bool((adv[0, :n] >= adv[1, :n] - 1e-6).all())
     assert float(adv[0, len(FOUND) - 1]) > float(adv[1, len(SILENT) - 1])  # after the slip: strictly better
-    old = _advantages_without_charge([FOUND, SILENT, RIGHT])
+    old = _advantages([FOUND, SILENT, RIGHT], config=StepRewardConfig(charge_missing=False))
     assert float(old[0, 0]) < float(old[1, 0])  # before: the silent one started higher
-
-
-def _advantages_without_charge(texts):
-    rewards, ends = [], []
-    for text in texts:
-        points = _points(text, config=StepRewardConfig(charge_missing=False))
-        rewards.append([p.reward for p in points])
-        ends.append([p.end - 1 for p in points])
-    return process_advantages(rewards, ends, [len(t) for t in texts], group_size=len(texts))
 
 
 def test_an_absurd_expected_count_is_bounded():
@@ -136,11 +128,6 @@ def test_the_padding_guarantee_holds_with_the_charge():
             assert float(adv[1, :len(w)].max()) < float(adv[0, :len(RIGHT)].min()), (w[:30], expected)
 
 
-class _CharTokenizer:
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(i) for i in ids)
-
-
 def _episodes(texts, solution):
     eps = [Episode(problem_id="p", group=0, sample=k, prompt="", completion=t, prompt_ids=[],
                    completion_ids=[ord(c) for c in t] + [0], finish_reason="stop", gold=GOLD, solution=solution)
@@ -155,7 +142,7 @@ def test_the_trainer_reads_the_reference_solution(charge):
     cfg = RewardConfig(weights={"correct": 1.0}, style="gsm8k", workers=1, charge_missing_steps=charge)
     eps = _episodes([SILENT, FOUND], REFERENCE)
     reward_episodes(eps, cfg)
-    add_step_rewards(eps, cfg, _CharTokenizer())
+    add_step_rewards(eps, cfg, CharTokenizer())
     last = len(SILENT)  # the EOS token after the text
     if charge:
         assert eps[0].step_rewards == pytest.approx([-PENALTY, -PENALTY]) and eps[0].step_ends == [last, last]
