@@ -41,12 +41,12 @@ def test_summary_table_and_plot(tmp_path):
     cmp = summary["process_minus_outcome"]
     assert cmp["diff"] == pytest.approx(0.0) and cmp["permutation_p"] == 1.0
     signal = {"SFT start": {"right_clean": 3, "right_flagged": 0, "wrong_flagged": 2, "wrong_silent": 1,
-                            "wrong_truncated": 0}}
+                            "wrong_truncated": 0, "claims": 15}}
     write_table(summary, RunConfig(), [0, 1], tmp_path / "results.md", signal)
     text = (tmp_path / "results.md").read_text()
     assert "| outcome | 0.600 ± 0.141 | ± 1.271 | 0.500, 0.700 | 20 | not reached, 20 |" in text
     assert "| process | 0.600 ± 0.000 | ± 0.000 | 0.600, 0.600 | 20 | 10, 20 |" in text
-    assert "p = 1.000" in text and "| SFT start | 3 | 0 | 2 | 1 | 0 |" in text
+    assert "p = 1.000" in text and "| SFT start | 3 | 0 | 2 | 1 (16.7%) | 0 | 2.50 |" in text
     assert "measures nothing" not in text  # the threshold 0.6 lies above the start 0.25
     write_table(summarise(curves, start_acc=0.6), RunConfig(), [0, 1], tmp_path / "flat.md")
     assert "here steps-to-threshold measures nothing" in (tmp_path / "flat.md").read_text()
@@ -61,7 +61,7 @@ def test_step_signal_sorts_completions_by_outcome_and_refuted_steps(tmp_path):
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps(rec) + "\n")
     assert step_signal([path]) == {"right_clean": 2, "right_flagged": 0, "wrong_flagged": 1, "wrong_silent": 1,
-                                   "wrong_truncated": 1}
+                                   "wrong_truncated": 1, "claims": 4}  # the cut one's `<<3+` is no claim
 
 
 def test_finished_runs_of_the_same_config_are_reused_and_others_are_not(tmp_path):

@@ -106,15 +106,20 @@ def summarise(curves: dict[str, dict[int, list[tuple[int, float]]]], start_acc: 
 
 def step_signal(results_files: list[Path]) -> dict[str, int]:
     """Eval completions sorted by (outcome right/wrong) x (a step claim refuted or not): where the
-    rule step signal and the outcome agree, and where the step signal is silent on a wrong answer."""
+    rule step signal and the outcome agree, and where the step signal is silent on a wrong answer.
+    `claims` counts the calculations the checks read in all of them: a policy that learns to write
+    fewer of them (so fewer can be refuted) shows here first."""
     from rewards.steps.reward import check_steps
 
-    counts = {"right_clean": 0, "right_flagged": 0, "wrong_flagged": 0, "wrong_silent": 0, "wrong_truncated": 0}
+    counts = {"right_clean": 0, "right_flagged": 0, "wrong_flagged": 0, "wrong_silent": 0, "wrong_truncated": 0,
+              "claims": 0}
     for path in results_files:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             for text, ok, finish in zip(rec["completions"], rec["correct"], rec["finish_reasons"]):
-                flagged = any(s.score < 0 for s in check_steps(text))
+                steps = check_steps(text)
+                counts["claims"] += sum(len(s.claims) for s in steps)
+                flagged = any(s.score < 0 for s in steps)
                 if ok:
                     counts["right_flagged" if flagged else "right_clean"] += 1
                 elif flagged:
@@ -189,12 +194,16 @@ def write_table(summary: dict, cfg: RunConfig, seeds: list[int], path: Path, sig
         lines += [f"Process - outcome, final accuracy: {cmp['diff']:+.3f} (95% CI ± {cmp['ci95']:.3f}, Welch); "
                   f"exact permutation test over the seeds: p = {cmp['permutation_p']:.3f}."]
     if signal:
-        lines += ["", "Rule step signal vs outcome on the eval completions (counts):", "",
+        lines += ["", "Rule step signal vs outcome on the eval completions (counts; the share of all completions "
+                  "in brackets):", "",
                   "| model | right, no step refuted | right, a step refuted | wrong, a step refuted | "
-                  "wrong, no step refuted | wrong, cut at max_new_tokens |", "|---|---|---|---|---|---|"]
+                  "wrong, no step refuted | wrong, cut at max_new_tokens | calculations per completion |",
+                  "|---|---|---|---|---|---|---|"]
         for name, c in signal.items():
+            n = sum(v for k, v in c.items() if k != "claims") or 1
             lines.append(f"| {name} | {c['right_clean']} | {c['right_flagged']} | {c['wrong_flagged']} | "
-                         f"{c['wrong_silent']} | {c['wrong_truncated']} |")
+                         f"{c['wrong_silent']} ({c['wrong_silent'] / n:.1%}) | {c['wrong_truncated']} | "
+                         f"{c['claims'] / n:.2f} |")
     lines += ["", "![accuracy vs step](accuracy_vs_step.png)"]
     path.write_text("\n".join(lines) + "\n")
 
