@@ -84,7 +84,9 @@ experiment: setup
 
 # GRPO on 3 SFT seeds x 3 GRPO seeds, for the config's corrupted warm start and a clean one (docs/cpu_default.md);
 # a smaller grid: make seed-grid SFT_SEEDS=0,1 GRPO_SEEDS=0,1
-# (warm start, SFT seed) lanes run GRID_WORKERS at a time, one single-threaded process each.
+# (warm start, SFT seed) lanes run GRID_WORKERS at a time. Each run of the CPU default already keeps two cores
+# busy (the SFT's two processes, the pipelined GRPO's trainer and worker), so on 2 cores more workers do not
+# finish sooner: there the default grid (2 warm starts, 18 runs) takes about 5 hours, one warm start 2.3.
 SFT_SEEDS ?= 0,1,2
 GRPO_SEEDS ?= 0,1,2
 GRID_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
