@@ -104,6 +104,10 @@ def summarise(curves: dict[str, dict[int, list[tuple[int, float]]]], start_acc: 
     return out
 
 
+# Every completion falls in exactly one of these; step_signal also counts "claims" beside them.
+SIGNAL_KINDS = ("right_clean", "right_flagged", "wrong_flagged", "wrong_silent", "wrong_truncated")
+
+
 def step_signal(results_files: list[Path]) -> dict[str, int]:
     """Eval completions sorted by (outcome right/wrong) x (a step claim refuted or not): where the
     rule step signal and the outcome agree, and where the step signal is silent on a wrong answer.
@@ -111,8 +115,7 @@ def step_signal(results_files: list[Path]) -> dict[str, int]:
     fewer of them (so fewer can be refuted) shows here first."""
     from rewards.steps.reward import check_steps
 
-    counts = {"right_clean": 0, "right_flagged": 0, "wrong_flagged": 0, "wrong_silent": 0, "wrong_truncated": 0,
-              "claims": 0}
+    counts = dict.fromkeys((*SIGNAL_KINDS, "claims"), 0)
     for path in results_files:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
@@ -200,7 +203,7 @@ def write_table(summary: dict, cfg: RunConfig, seeds: list[int], path: Path, sig
                   "wrong, no step refuted | wrong, cut at max_new_tokens | calculations per completion |",
                   "|---|---|---|---|---|---|---|"]
         for name, c in signal.items():
-            n = sum(v for k, v in c.items() if k != "claims") or 1
+            n = sum(c[k] for k in SIGNAL_KINDS) or 1  # completions
             lines.append(f"| {name} | {c['right_clean']} | {c['right_flagged']} | {c['wrong_flagged']} | "
                          f"{c['wrong_silent']} ({c['wrong_silent'] / n:.1%}) | {c['wrong_truncated']} | "
                          f"{c['claims'] / n:.2f} |")
